@@ -1,0 +1,214 @@
+"""``obsbox bridge``: the command line, which is shorthand for a YAML pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import os
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import yaml
+from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge.runner import Bridge, default_state_dir
+from obsbox.exporters.bridge.sources.positions import PositionsError
+
+from obsbox import registry
+from obsbox.config import ConfigError
+
+MAIN_OPTION = {"file": "path", "loki": "url", "otlp": "endpoint"}
+
+EPILOG = textwrap.dedent("""\
+    sinks (--to, repeatable; default stdout):
+      stdout                         enriched JSON lines on standard output
+      file:PATH                      enriched JSON lines appended to PATH
+      loki:URL                       Loki push API; trace_id/span_id as structured metadata
+      otlp:URL                       OTLP/HTTP protobuf logs (URL of the receiver, e.g. :4318)
+      Options of a sink go in the URL's query: otlp:http://host:4318?compression=gzip,
+      loki:http://host:3100?tenant_id=acme&job=gateway. Auth comes from the environment:
+      LOKI_USERNAME / LOKI_PASSWORD / LOKI_BEARER_TOKEN / LOKI_TENANT_ID, OTEL_EXPORTER_OTLP_HEADERS.
+
+    examples:
+      obsbox bridge '/var/log/gateway/*.json' --to loki:http://localhost:3100 --to file:enriched.jsonl
+      obsbox bridge old.log --once --to otlp:http://localhost:4318      # backfill, then exit 0
+      obsbox bridge --config bridge.yaml                                # the YAML pipeline
+      obsbox bridge app.log --correlation-key request_id --print-config # the YAML this CLI means
+
+    Every line leaves with trace_id (32 hex) and span_id (16 hex): the line's own IDs in any legacy
+    form (W3C, ECS, Serilog, .NET ActivityId/Request-Id, B3, Jaeger, X-Ray, Datadog, GCP), else
+    derived from --correlation-key, else from the line's identity (file fingerprint + offset).
+    SIGTERM or Ctrl-C: stop reading, deliver what is in flight, save positions, exit 0.
+    """)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bridge",
+        help="tail JSON log files, add W3C trace IDs, ship them",
+        description="Tail legacy JSON log files (rotation-safe, restart-safe), find or derive "
+        "a W3C trace and span ID for every line, redact secrets, and ship to Loki, OTLP or files.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="files or globs to follow (quote globs)")
+    p.add_argument("--config", type=Path, help="the YAML pipeline (sources, processors, sinks, pipelines)")
+    p.add_argument("--to", action="append", default=[], metavar="SINK", help="where to ship (see below)")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="read every file to its end, flush every sink, exit (a progress bar on a terminal)",
+    )
+    p.add_argument(
+        "--positions",
+        type=Path,
+        metavar="FILE",
+        help="where acknowledged offsets are kept (default: a file in the state dir)",
+    )
+    p.add_argument("--no-positions", action="store_true", help="start every file at the beginning and save no offsets")
+    p.add_argument("--state-dir", type=Path, help="positions and dead letters (default: the per-user state dir)")
+    p.add_argument("--metrics-port", type=int, help="serve the bridge's own /metrics on this port")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument(
+        "--correlation-key",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="derive the trace ID from this field when the line has no ID (repeatable; a.b for nested)",
+    )
+    p.add_argument("--service-name", help="service.name / service_name for lines that do not name one")
+    p.add_argument("--trace-id-field", default="trace_id", help="output field for the trace ID")
+    p.add_argument("--span-id-field", default="span_id", help="output field for the span ID")
+    p.add_argument("--no-redact", action="store_true", help="ship secrets as they are (redaction is on by default)")
+    p.add_argument(
+        "--max-line-bytes", type=int, default=1024 * 1024, help="longer lines are truncated and flagged (default 1 MiB)"
+    )
+    p.add_argument(
+        "--start-at",
+        choices=["beginning", "end"],
+        default="beginning",
+        help="where to start files found at start-up that have no saved position",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
+    p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
+    p.set_defaults(func=run)
+
+
+def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
+    """``loki:http://h:3100?tenant_id=x`` → ("loki", {"url": "http://h:3100", "tenant_id": "x"})."""
+    if spec == "stdout":
+        return "stdout", {}
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in MAIN_OPTION:
+        raise ConfigError(
+            f"--to {spec!r}: expected stdout, file:PATH, loki:URL or otlp:URL "
+            f"(sink types installed: {', '.join(registry.available('sinks'))})"
+        )
+    if not rest:
+        raise ConfigError(f"--to {spec!r}: {MAIN_OPTION[kind]} is empty")
+    options: dict[str, Any] = {}
+    if kind != "file":
+        parts = urlsplit(rest)
+        known = {f.name for f in dataclasses.fields(registry.load("sinks", kind).Config)}
+        kept = []
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key in known:
+                options[key] = yaml.safe_load(value) if value else value
+            else:
+                kept.append(f"{key}={value}")
+        rest = urlunsplit(parts._replace(query="&".join(kept)))
+    options[MAIN_OPTION[kind]] = rest
+    return kind, options
+
+
+def default_positions(state_dir: Path, paths: list[str]) -> Path:
+    """One positions file per set of globs, so separate invocations never share offsets."""
+    key = "\0".join(sorted(os.path.abspath(os.path.expanduser(p)) for p in paths))
+    return state_dir / "positions" / f"cli-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+
+
+def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
+    """The YAML pipeline that a command line stands for."""
+    if not args.paths:
+        raise ConfigError("give files or globs to follow, or --config FILE")
+    state_dir = args.state_dir or default_state_dir()
+    tail: dict[str, Any] = {
+        "include": args.paths,
+        "once": args.once,
+        "max_line_bytes": args.max_line_bytes,
+        "start_at": args.start_at,
+    }
+    if args.no_positions:
+        tail["save_positions"] = False
+    else:
+        tail["positions"] = str(args.positions or default_positions(state_dir, args.paths))
+    trace: dict[str, Any] = {"trace_id_field": args.trace_id_field, "span_id_field": args.span_id_field}
+    if args.correlation_key:
+        trace["correlation_keys"] = args.correlation_key
+    processors = {"parse": {}, "trace": trace}
+    if not args.no_redact:
+        processors["redact"] = {}
+    sinks: dict[str, dict[str, Any]] = {}
+    for spec in args.to or ["stdout"]:
+        kind, options = sink_from_url(spec)
+        if kind in ("loki", "otlp") and args.service_name:
+            options.setdefault("service_name", args.service_name)
+        key, n = kind, 2
+        while key in sinks:
+            key, n = f"{kind}/{n}", n + 1
+        sinks[key] = options
+    settings: dict[str, Any] = {"metrics_host": args.metrics_host, "progress": not args.no_progress}
+    if args.metrics_port is not None:
+        settings["metrics_port"] = args.metrics_port
+    if args.state_dir:
+        settings["state_dir"] = str(args.state_dir)
+    return {
+        "sources": {"tail": tail},
+        "processors": processors,
+        "sinks": sinks,
+        "pipelines": {"logs": {"sources": ["tail"], "processors": list(processors), "sinks": list(sinks)}},
+        "settings": settings,
+    }
+
+
+def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
+    if args.config is None:
+        return bridge_config.from_data(cli_pipeline(args), source="<command line>")
+    if args.paths or args.to:
+        raise ConfigError("with --config, files and sinks come from the config file, not the command line")
+    config = bridge_config.load(args.config)
+    for spec in config.components["sources"].values():
+        if args.once and hasattr(spec.config, "once"):
+            spec.config.once = True
+    if args.metrics_port is not None:
+        config.settings.metrics_port = args.metrics_port
+        config.settings.metrics_host = args.metrics_host
+    if args.state_dir:
+        config.settings.state_dir = args.state_dir
+    if args.no_progress:
+        config.settings.progress = False
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.print_config:
+        if args.config:
+            sys.stdout.write(args.config.read_text())
+        else:
+            yaml.safe_dump(cli_pipeline(args), sys.stdout, sort_keys=False)
+        return 0
+    config = load_config(args)
+    try:
+        bridge = Bridge(config)
+    except PositionsError as exc:
+        print(f"obsbox bridge: {exc}", file=sys.stderr)
+        return 2
+    bridge.install_signal_handlers()
+    bridge.serve_metrics()
+    delivered = bridge.run()
+    if not delivered and not bridge.stop.is_set():
+        return 1
+    return 0

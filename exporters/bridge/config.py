@@ -1,0 +1,151 @@
+"""The bridge's YAML: components keyed by ``type[/name]`` under ``sources:``, ``processors:`` and
+``sinks:``, wired under ``pipelines:``, as the OTel Collector does. Every CLI form is shorthand for
+one of these (``obsbox bridge ... --print-config`` shows which).
+
+    sources:
+      tail:
+        include: [/var/log/gateway/*.json]
+    processors:
+      parse: {}
+      trace: {correlation_keys: [request_id]}
+      redact: {}
+    sinks:
+      loki: {url: http://localhost:3100}
+      file/enriched: {path: enriched.jsonl}
+    pipelines:
+      logs:
+        sources: [tail]
+        processors: [parse, trace, redact]
+        sinks: [loki, file/enriched]
+    settings:
+      metrics_port: 9465
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from obsbox import registry
+from obsbox.config import Document, build, load_yaml, parse_yaml
+
+SECTIONS = ("sources", "processors", "sinks")
+DEFAULT_PROCESSORS = ["parse", "trace", "redact"]
+
+
+@dataclass
+class BatchConfig:
+    max_records: int = 8192
+    max_bytes: int = 4 * 1024 * 1024
+    timeout: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.max_records < 1 or self.max_bytes < 1:
+            raise ValueError("max_records and max_bytes must be positive")
+
+
+@dataclass
+class PipelineConfig:
+    sources: list[str]
+    sinks: list[str]
+    processors: list[str] = field(default_factory=lambda: list(DEFAULT_PROCESSORS))
+    batch: BatchConfig = field(default_factory=BatchConfig)
+
+
+@dataclass
+class Settings:
+    state_dir: Path | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    shutdown_timeout: float = 10.0
+    progress: bool = True
+
+
+@dataclass
+class ComponentSpec:
+    kind: str
+    key: str  # "type" or "type/name"
+    cls: type
+    config: Any
+
+
+@dataclass
+class BridgeConfig:
+    components: dict[str, dict[str, ComponentSpec]]
+    pipelines: dict[str, PipelineConfig]
+    settings: Settings
+    source: str = "<config>"
+
+
+def load(path: str | Path) -> BridgeConfig:
+    return from_document(load_yaml(path))
+
+
+def from_text(text: str, source: str = "<config>") -> BridgeConfig:
+    return from_document(parse_yaml(text, source))
+
+
+def from_data(data: dict[str, Any], source: str = "<cli>") -> BridgeConfig:
+    return from_document(Document(data, source))
+
+
+def from_document(doc: Document) -> BridgeConfig:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise doc.error((), "the bridge config must be a mapping")
+    for key in data:
+        if key not in (*SECTIONS, "pipelines", "settings"):
+            raise doc.error((key,), "unknown section (known: sources, processors, sinks, pipelines, settings)")
+    components: dict[str, dict[str, ComponentSpec]] = {}
+    for kind in SECTIONS:
+        section = data.get(kind) or {}
+        if not isinstance(section, dict):
+            raise doc.error((kind,), "must be a mapping of type[/name] to settings")
+        components[kind] = {key: _component(doc, kind, key, value) for key, value in section.items()}
+    pipelines_data = data.get("pipelines")
+    if not isinstance(pipelines_data, dict) or not pipelines_data:
+        raise doc.error(("pipelines",), "at least one pipeline is required")
+    pipelines = {name: build(PipelineConfig, spec, doc, ("pipelines", name)) for name, spec in pipelines_data.items()}
+    _check_wiring(doc, components, pipelines)
+    settings = build(Settings, data.get("settings"), doc, ("settings",))
+    return BridgeConfig(components, pipelines, settings, doc.source)
+
+
+def _component(doc: Document, kind: str, key: str, value: Any) -> ComponentSpec:
+    type_name = key.split("/", 1)[0]
+    try:
+        cls = registry.load(kind, type_name)
+    except registry.UnknownComponentError as exc:
+        raise doc.error((kind, key), str(exc)) from None
+    return ComponentSpec(kind, key, cls, build(cls.Config, value, doc, (kind, key)))
+
+
+def _check_wiring(
+    doc: Document, components: dict[str, dict[str, ComponentSpec]], pipelines: dict[str, PipelineConfig]
+) -> None:
+    used: dict[str, set[str]] = {kind: set() for kind in SECTIONS}
+    source_owner: dict[str, str] = {}
+    for name, pipeline in pipelines.items():
+        if not pipeline.sources or not pipeline.sinks:
+            raise doc.error(("pipelines", name), "a pipeline needs at least one source and one sink")
+        for kind in SECTIONS:
+            for i, ref in enumerate(getattr(pipeline, kind)):
+                if ref not in components[kind]:
+                    defined = ", ".join(components[kind]) or "none"
+                    raise doc.error(
+                        ("pipelines", name, kind, i), f"{ref!r} is not defined under {kind}: (defined: {defined})"
+                    )
+                used[kind].add(ref)
+        for i, ref in enumerate(pipeline.sources):
+            if ref in source_owner:
+                raise doc.error(
+                    ("pipelines", name, "sources", i),
+                    f"source {ref!r} already feeds pipeline {source_owner[ref]!r}; "
+                    "a source feeds one pipeline (list several sinks in it instead)",
+                )
+            source_owner[ref] = name
+    for kind in SECTIONS:
+        for key in components[kind]:
+            if key not in used[kind]:
+                raise doc.error((kind, key), "defined but not used by any pipeline")

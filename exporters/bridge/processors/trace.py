@@ -1,0 +1,194 @@
+"""``trace``: give every record a W3C trace ID and span ID, and inject them into the line.
+
+An ID the line already carries wins, in any legacy form (see ``traceforms``). Otherwise the IDs are
+derived, deterministically: the trace ID from the first configured correlation key the line has
+(``request_id``, ``session_id``...), else from the line's identity (file fingerprint + byte offset);
+the span ID always from the line's identity. Two runs over the same file therefore give the same IDs,
+which makes duplicates after a crash recognisable.
+
+Injection appends the two fields to the line's bytes, so every original field stays exactly as it
+was (number formats, key order, escapes); only a line whose ID fields hold something else is
+re-serialized. Threading: pipeline thread only; the key caches are per instance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from obsbox.exporters.bridge.processors import traceforms
+
+from obsbox.component import Processor
+from obsbox.record import Record
+
+_CACHE_LIMIT = 50_000
+
+
+@dataclass
+class TraceConfig:
+    trace_id_field: str = "trace_id"
+    span_id_field: str = "span_id"
+    correlation_keys: list[str] = field(default_factory=list)
+    forms: list[str] = field(default_factory=lambda: list(traceforms.FORMS))
+    inject: bool = True
+    max_depth: int = 4
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.forms if f not in traceforms.FORMS]
+        if unknown:
+            raise ValueError(f"unknown trace forms {unknown} (known: {', '.join(traceforms.FORMS)})")
+        if self.trace_id_field == self.span_id_field:
+            raise ValueError("trace_id_field and span_id_field must differ")
+
+
+def line_ids(origin_key: bytes, offset: int) -> tuple[str, str]:
+    """The IDs of a line derived from its identity: (trace ID, span ID)."""
+    digest = hashlib.blake2b(origin_key + offset.to_bytes(8, "big"), digest_size=24, person=b"obsbox-line").hexdigest()
+    return _nonzero(digest[:32]), _nonzero(digest[32:])
+
+
+def correlation_trace_id(value: str) -> str:
+    """The trace ID shared by every line with the same correlation value."""
+    return _nonzero(
+        hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16, person=b"obsbox-corr").hexdigest()
+    )
+
+
+def _nonzero(text: str) -> str:
+    return text if text.strip("0") else text[:-1] + "1"
+
+
+class TraceProcessor(Processor):
+    type = "trace"
+    Config = TraceConfig
+
+    def __init__(self, config: TraceConfig, context) -> None:
+        super().__init__(config, context)
+        self.forms = [(name, traceforms.FORMS[name]) for name in config.forms]
+        self.norm: dict[str, str] = {}  # raw key → normalized key, for every key seen
+        self.id_spellings: set[str] = set()  # raw keys whose normalized form a trace form reads
+        self.tf, self.sf = config.trace_id_field, config.span_id_field
+        self.splice_trace = b',"' + orjson.dumps(self.tf)[1:-1] + b'":"'
+        self.splice_span = b'","' + orjson.dumps(self.sf)[1:-1] + b'":"'
+        self.correlation = [(key, tuple(key.split("."))) for key in config.correlation_keys]
+
+    # ---------------------------------------------------------------- finding IDs
+
+    def _learn(self, keys: Any) -> None:
+        if len(self.norm) > _CACHE_LIMIT:
+            self.norm.clear()
+            self.id_spellings = {k for k in self.id_spellings if len(k) < 64}
+        for key in keys:
+            if key not in self.norm:
+                normalized = traceforms.normalize_key(key)
+                self.norm[key] = normalized
+                if normalized in traceforms.KEYS:
+                    self.id_spellings.add(key)
+
+    def _found(self, fields: dict[str, Any]) -> dict[str, Any]:
+        keys = fields.keys()
+        if not keys <= self.norm.keys():
+            self._learn(keys)
+        norm = self.norm
+        found = {norm[k]: fields[k] for k in keys & self.id_spellings}
+        if not found or not any(k in found for k in ("traceid", "traceparent", "activityid")):
+            self._nested(fields, found)
+        return found
+
+    def _nested(self, fields: dict[str, Any], found: dict[str, Any]) -> None:
+        """Breadth-first through nested objects; a shallower key wins over a deeper one."""
+        level = [(value, key) for key, value in fields.items() if type(value) is dict]
+        keys = traceforms.KEYS
+        for _ in range(self.config.max_depth):
+            if not level:
+                return
+            below = []
+            for obj, parent in level:
+                prefix = self.norm.get(parent) or traceforms.normalize_key(parent)
+                for key, value in obj.items():
+                    name = self.norm.get(key) or traceforms.normalize_key(key)
+                    if prefix + name in keys:
+                        found.setdefault(prefix + name, value)
+                    elif name in keys:
+                        found.setdefault(name, value)
+                    if type(value) is dict:
+                        below.append((value, key))
+            level = below
+
+    def _correlation(self, fields: dict[str, Any]) -> str | None:
+        for key, path in self.correlation:
+            value = fields.get(key)
+            if value is None and len(path) > 1:
+                value = fields
+                for part in path:
+                    value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, str | int | float) and not isinstance(value, bool) and value != "":
+                return str(value)
+        return None
+
+    # ---------------------------------------------------------------- the batch
+
+    def process(self, records: list[Record]) -> list[Record]:
+        sources: Counter[str] = Counter()
+        forms = self.forms
+        inject = self.config.inject
+        for rec in records:
+            fields = rec.fields
+            ctx = None
+            source = "derived_line"
+            if fields is not None:
+                found = self._found(fields)
+                if found:
+                    for name, read in forms:
+                        ctx = read(found)
+                        if ctx is not None:
+                            source = name
+                            break
+                if ctx is None:
+                    value = self._correlation(fields) if self.correlation else None
+                    if value is not None:
+                        trace, span = correlation_trace_id(value), line_ids(rec.origin.key, rec.offset)[1]
+                        ctx = traceforms.Context(trace, span)
+                        source = "derived_key"
+                if ctx is not None and ctx.span_id is None and "spanid" in found:
+                    ctx = ctx._replace(span_id=traceforms.hex_id(found["spanid"], 16))
+            if ctx is None:
+                rec.trace_id, rec.span_id = line_ids(rec.origin.key, rec.offset)
+            else:
+                rec.trace_id = ctx.trace_id
+                rec.span_id = ctx.span_id or line_ids(rec.origin.key, rec.offset)[1]
+                rec.parent_span_id = ctx.parent_span_id
+            sources[source] += 1
+            if inject and fields is not None:
+                self._inject(rec, fields)
+        for source, count in sources.items():
+            self.context.metrics.trace_ids.labels(source).inc(count)
+        return records
+
+    def _inject(self, rec: Record, fields: dict[str, Any]) -> None:
+        """Append the IDs to the line's own bytes; re-serialize only when an ID field conflicts."""
+        tf, sf = self.tf, self.sf
+        has_trace, has_span = tf in fields, sf in fields
+        if not has_trace and not has_span:
+            raw = rec.raw
+            end = raw.rfind(b"}")
+            rec.out = b"".join(
+                (
+                    raw[:end],
+                    self.splice_trace if fields else self.splice_trace[1:],
+                    rec.trace_id.encode(),
+                    self.splice_span,
+                    rec.span_id.encode(),
+                    b'"',
+                    raw[end:],
+                )
+            )
+        elif fields.get(tf) == rec.trace_id and fields.get(sf) == rec.span_id:
+            rec.out = None  # the line already says exactly this
+        else:
+            rewritten = dict(fields)
+            rewritten[tf], rewritten[sf] = rec.trace_id, rec.span_id
+            rec.out = orjson.dumps(rewritten) + rec.raw[len(rec.raw.rstrip()) :]

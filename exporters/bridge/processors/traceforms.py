@@ -1,0 +1,271 @@
+"""Legacy trace-context forms, each read into W3C IDs (32 / 16 lowercase hex, never all zeros).
+
+A line's keys are matched case- and punctuation-insensitively (``X-B3-TraceId``, ``x_b3_traceid``
+and ``xB3TraceId`` are one key), at top level or nested (``{"trace": {"id": ...}}`` is ECS's
+``trace.id``; ``{"dd": {"trace_id": ...}}`` is Datadog's ``dd.trace_id``). Every value is
+validated; a malformed one is ignored, so the next form, or derivation, takes over.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+_HEX = re.compile(r"[0-9a-f]+")
+_GUID = re.compile(r"\{?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})\}?")
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?")
+_HIERARCHICAL = re.compile(r"\|([0-9a-f]{32})\.(?:([0-9a-f]{16})[._])?.*")
+_XRAY_ID = re.compile(r"1-([0-9a-f]{8})-([0-9a-f]{24})")
+_GCP_TRACE = re.compile(r"(?:projects/[^/]+/traces/)?([0-9a-f]{32})")
+_U64 = 1 << 64
+
+
+class Context(NamedTuple):
+    """What a form found. ``span_id`` and ``parent_span_id`` may be None."""
+
+    trace_id: str
+    span_id: str | None
+    parent_span_id: str | None = None
+
+
+def normalize_key(key: str) -> str:
+    """``X-B3-TraceId`` → ``xb3traceid``: the spelling-independent name of a key."""
+    return key.lower().replace("-", "").replace("_", "").replace(".", "").replace(" ", "")
+
+
+def hex_id(value: Any, width: int) -> str | None:
+    """A hex ID of up to ``width`` digits, left-padded with zeros (64-bit trace IDs become 128-bit)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
+    if not 0 < len(text) <= width or not _HEX.fullmatch(text):
+        return None
+    text = text.rjust(width, "0")
+    return None if text.count("0") == width else text
+
+
+def trace_hex(value: Any) -> str | None:
+    """A trace ID in plain hex (32 or 16 digits) or as a GUID."""
+    if isinstance(value, str) and len(value) > 32:
+        guid = _GUID.fullmatch(value.strip().lower())
+        return nonzero("".join(guid.groups()), 32) if guid else None
+    return hex_id(value, 32)
+
+
+def nonzero(text: str, width: int) -> str | None:
+    return None if text.count("0") == width else text
+
+
+def decimal_u64(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, int) and 0 < value < _U64:
+        return value
+    return None
+
+
+# ---------------------------------------------------------------- the forms
+
+
+def traceparent(value: Any) -> Context | None:
+    """W3C ``traceparent``: ``00-<32hex trace>-<16hex span>-<flags>``."""
+    if not isinstance(value, str):
+        return None
+    m = _TRACEPARENT.fullmatch(value.strip().lower())
+    if not m or m.group(1) == "ff":
+        return None
+    trace, span = nonzero(m.group(2), 32), nonzero(m.group(3), 16)
+    return Context(trace, span) if trace and span else None
+
+
+def request_id(value: Any) -> Context | None:
+    """.NET hierarchical ``Request-Id``: ``|<32hex>.<16hex>.`` (the span part may be absent)."""
+    if not isinstance(value, str):
+        return None
+    m = _HIERARCHICAL.fullmatch(value.strip().lower())
+    if not m or not nonzero(m.group(1), 32):
+        return None
+    return Context(m.group(1), hex_id(m.group(2), 16) if m.group(2) else None)
+
+
+def activity_id(value: Any) -> Context | None:
+    """.NET ``ActivityId``: a GUID (EventSource), or a W3C or hierarchical Activity.Id."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.startswith("|"):
+        return request_id(text)
+    if len(text) >= 55 and text[2:3] == "-":
+        return traceparent(text)
+    trace = trace_hex(text) if len(text) >= 32 else None
+    return Context(trace, None) if trace else None
+
+
+def parent_span(value: Any) -> str | None:
+    """.NET ``ParentId``: a W3C traceparent, a hierarchical ID, or a bare 16-hex span ID."""
+    found = activity_id(value) if isinstance(value, str) and len(value) > 16 else None
+    if found is not None:
+        return found.span_id
+    return hex_id(value, 16) if isinstance(value, str) and len(value.strip()) == 16 else None
+
+
+def b3_single(value: Any) -> Context | None:
+    """Zipkin single ``b3`` header: ``{trace}-{span}[-{sampled}[-{parent}]]``."""
+    if not isinstance(value, str):
+        return None
+    parts = value.strip().lower().split("-")
+    if len(parts) < 2:
+        return None  # "0", "1", "d": a sampling decision only
+    trace, span = hex_id(parts[0], 32), hex_id(parts[1], 16)
+    if not trace or not span or len(parts[0]) not in (16, 32) or len(parts[1]) != 16:
+        return None
+    parent = hex_id(parts[3], 16) if len(parts) > 3 else None
+    return Context(trace, span, parent)
+
+
+def uber_trace_id(value: Any) -> Context | None:
+    """Jaeger ``uber-trace-id``: ``{trace}:{span}:{parent}:{flags}`` (also URL-encoded)."""
+    if not isinstance(value, str):
+        return None
+    parts = value.strip().lower().replace("%3a", ":").split(":")
+    if len(parts) != 4:
+        return None
+    trace, span = hex_id(parts[0], 32), hex_id(parts[1], 16)
+    if not trace or not span:
+        return None
+    return Context(trace, span, hex_id(parts[2], 16))
+
+
+def xray(value: Any) -> Context | None:
+    """AWS X-Ray: ``Root=1-<8hex>-<24hex>;Parent=<16hex>;Sampled=1`` or a bare ``1-<8hex>-<24hex>``.
+
+    As in the OTel X-Ray propagator, ``Parent`` is the span context the line was logged in.
+    """
+    if not isinstance(value, str):
+        return None
+    fields = {}
+    for part in value.strip().split(";"):
+        key, _, item = part.partition("=")
+        fields[key.strip().lower()] = item.strip().lower()
+    root = fields.get("root") if "root" in fields else value.strip().lower()
+    m = _XRAY_ID.fullmatch(root or "")
+    if not m:
+        return None
+    trace = nonzero(m.group(1) + m.group(2), 32)
+    return Context(trace, hex_id(fields.get("parent"), 16)) if trace else None
+
+
+def datadog(trace_value: Any, span_value: Any) -> Context | None:
+    """Datadog ``dd.trace_id`` / ``dd.span_id``: decimal 64-bit, the low half of the W3C trace ID
+    (the OTel-Datadog mapping). A 32-hex ``dd.trace_id`` (128-bit mode) is taken as it is."""
+    low = decimal_u64(trace_value)
+    if low is not None:
+        trace = format(low, "032x")
+    elif isinstance(trace_value, str) and len(trace_value.strip()) == 32:
+        trace = hex_id(trace_value, 32)
+    else:
+        return None
+    span = decimal_u64(span_value)
+    return Context(trace, format(span, "016x") if span is not None else None) if trace else None
+
+
+def gcp(trace_value: Any, span_value: Any) -> Context | None:
+    """Google Cloud ``logging.googleapis.com/trace`` (``projects/P/traces/<32hex>``) and ``/spanId``."""
+    if not isinstance(trace_value, str):
+        return None
+    m = _GCP_TRACE.fullmatch(trace_value.strip().lower())
+    trace = nonzero(m.group(1), 32) if m else None
+    return Context(trace, hex_id(span_value, 16)) if trace else None
+
+
+def _pair(trace_key: str, span_key: str) -> Callable[[Mapping[str, Any]], Context | None]:
+    def read(found: Mapping[str, Any]) -> Context | None:
+        trace = trace_hex(found.get(trace_key))
+        return Context(trace, hex_id(found.get(span_key), 16)) if trace else None
+
+    return read
+
+
+def _one(key: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
+    return lambda found: parse(found[key]) if key in found else None
+
+
+def _activity(found: Mapping[str, Any]) -> Context | None:
+    ctx = activity_id(found["activityid"]) if "activityid" in found else None
+    parent = parent_span(found.get("parentid"))
+    if ctx is None and "parentid" in found and isinstance(found["parentid"], str):
+        inherited = activity_id(found["parentid"])  # a W3C ParentId names the trace as well
+        ctx = Context(inherited.trace_id, None) if inherited else None
+    return ctx._replace(parent_span_id=parent) if ctx and parent else ctx
+
+
+def _b3(found: Mapping[str, Any]) -> Context | None:
+    if "b3" in found and (ctx := b3_single(found["b3"])):
+        return ctx
+    trace = found.get("xb3traceid")
+    if not isinstance(trace, str) or len(trace.strip()) not in (16, 32):
+        return None
+    trace_id = hex_id(trace, 32)
+    if not trace_id:
+        return None
+    return Context(trace_id, hex_id(found.get("xb3spanid"), 16), hex_id(found.get("xb3parentspanid"), 16))
+
+
+def _first(*keys: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
+    def read(found: Mapping[str, Any]) -> Context | None:
+        for key in keys:
+            if key in found and (ctx := parse(found[key])):
+                return ctx
+        return None
+
+    return read
+
+
+GCP_TRACE = normalize_key("logging.googleapis.com/trace")
+GCP_SPAN = normalize_key("logging.googleapis.com/spanId")
+
+# Form name → (reader over the normalized keys found in a line). Checked in this order.
+FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
+    "w3c": _one("traceparent", traceparent),
+    "plain": _pair("traceid", "spanid"),
+    "otel_logging": _pair("oteltraceid", "otelspanid"),
+    "clef": _pair("@tr", "@sp"),
+    "request_id": _one("requestid", request_id),
+    "activity_id": _activity,
+    "b3": _b3,
+    "jaeger": _one("ubertraceid", uber_trace_id),
+    "xray": _first("xamzntraceid", "xraytraceid", "awsxraytraceid", parse=xray),
+    "datadog": lambda found: datadog(found["ddtraceid"], found.get("ddspanid")) if "ddtraceid" in found else None,
+    "gcp": lambda found: gcp(found[GCP_TRACE], found.get(GCP_SPAN)) if GCP_TRACE in found else None,
+}
+
+# Every normalized key any form reads.
+KEYS = frozenset(
+    {
+        "traceparent",
+        "traceid",
+        "spanid",
+        "oteltraceid",
+        "otelspanid",
+        "@tr",
+        "@sp",
+        "requestid",
+        "activityid",
+        "parentid",
+        "b3",
+        "xb3traceid",
+        "xb3spanid",
+        "xb3parentspanid",
+        "ubertraceid",
+        "xamzntraceid",
+        "xraytraceid",
+        "awsxraytraceid",
+        "ddtraceid",
+        "ddspanid",
+        GCP_TRACE,
+        GCP_SPAN,
+    }
+)

@@ -1,0 +1,226 @@
+"""Run bridge pipelines: read a batch, process it, hand it to every sink, then save positions.
+
+One batch is in flight per pipeline, and its positions are saved only after every sink has
+acknowledged it: a ``kill -9`` can therefore duplicate at most the batch in flight, and never lose a
+line. A sink that is down blocks the pipeline (the files are the buffer; memory stays bounded).
+
+Shutdown (SIGTERM, Ctrl-C): stop reading, let the batch in flight finish for up to
+``shutdown_timeout`` seconds, flush, save positions, exit 0. What could not be delivered by then
+is read again at the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.progress import Progress
+from prometheus_client import start_http_server
+
+from obsbox.component import Component, Context, ExportResult, Processor, Sink, Source
+from obsbox.record import Record
+
+log = logging.getLogger(__name__)
+
+
+def default_state_dir() -> Path:
+    return Path(platformdirs.user_state_dir("obsbox"))
+
+
+@dataclass
+class Pipeline:
+    name: str
+    sources: list[Source]
+    processors: list[Processor]
+    sinks: list[Sink]
+    batch: BatchConfig
+    metrics: BridgeMetrics
+    stop: threading.Event
+    abort: threading.Event
+    once: bool = False
+    poll_interval: float = 0.1
+    progress: Progress | None = None
+    delivered: bool = field(default=True, init=False)
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                gathered = self._gather()
+                if gathered is None:
+                    if self.once and all(source.exhausted() for source in self.sources):
+                        break
+                    self.stop.wait(self.poll_interval)
+                    continue
+                records, checkpoints, started = gathered
+                for processor in self.processors:
+                    records = processor.process(records)
+                if not self._export(records):
+                    self.delivered = False
+                    break
+                for source, checkpoint in checkpoints.items():
+                    source.commit(checkpoint)
+                self.metrics.batch_duration.labels(self.name).observe(time.perf_counter() - started)
+                if self.progress:
+                    self.progress.update(len(records))
+        finally:
+            if self.progress:
+                self.progress.finish()
+
+    def _gather(self) -> tuple[list[Record], dict[Source, dict], float] | None:
+        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record."""
+        records: list[Record] = []
+        checkpoints: dict[Source, dict] = {}
+        started = deadline = 0.0
+        size = 0
+        while True:
+            progressed = False
+            for source in self.sources:
+                room = self.batch.max_records - len(records)
+                if room <= 0 or size >= self.batch.max_bytes:
+                    break
+                batch = source.poll(room, self.batch.max_bytes - size)
+                if batch is None:
+                    continue
+                progressed = True
+                records.extend(batch.records)
+                size += batch.read_bytes
+                checkpoints.setdefault(source, {}).update(batch.checkpoint or {})
+            if not records:
+                return None
+            if not started:
+                started = time.perf_counter()
+                deadline = started + self.batch.timeout
+            full = len(records) >= self.batch.max_records or size >= self.batch.max_bytes
+            if full or self.stop.is_set() or (not progressed and (self.once or time.perf_counter() >= deadline)):
+                return records, checkpoints, started
+            if not progressed:
+                self.stop.wait(min(self.poll_interval, max(0.0, deadline - time.perf_counter())))
+
+    def _export(self, records: list[Record]) -> bool:
+        """Every sink acknowledges the batch, or the pipeline is aborting (False)."""
+        for sink in self.sinks:
+            delay = 0.5
+            while True:
+                result = self._export_once(sink, records)
+                if result is ExportResult.SUCCESS:
+                    self.metrics.lines_shipped.labels(sink.context.name).inc(len(records))
+                    break
+                if self.abort.is_set() or self.abort.wait(delay):
+                    return False
+                delay = min(delay * 2, 30.0)
+        return True
+
+    def _export_once(self, sink: Sink, records: list[Record]) -> ExportResult:
+        try:
+            return sink.export(records)
+        except Exception:  # a sink bug must not lose the batch: log, count, retry
+            log.exception("sink %s failed; retrying", sink.context.name)
+            self.metrics.errors.labels("sink_exception").inc()
+            return ExportResult.FAILURE
+
+    def components(self) -> list:
+        return [*self.sources, *self.processors, *self.sinks]
+
+
+class Bridge:
+    """All pipelines of one config, their metrics endpoint, and the shutdown protocol."""
+
+    def __init__(self, config: BridgeConfig, metrics: BridgeMetrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or BridgeMetrics()
+        self.stop = threading.Event()
+        self.abort = threading.Event()
+        self.state_dir = config.settings.state_dir or default_state_dir()
+        self.once = any(getattr(spec.config, "once", False) for spec in config.components["sources"].values())
+        self.pipelines = [self._pipeline(name) for name in config.pipelines]
+
+    def _context(self, pipeline: str, spec: ComponentSpec) -> Context:
+        return Context(
+            name=spec.key,
+            metrics=self.metrics,
+            stop=self.stop,
+            abort=self.abort,
+            state_dir=self.state_dir,
+            pipeline=pipeline,
+        )
+
+    def _build(self, pipeline: str, kind: str, keys: list[str]) -> list:
+        specs = [self.config.components[kind][key] for key in keys]
+        return [spec.cls(spec.config, self._context(pipeline, spec)) for spec in specs]
+
+    def _pipeline(self, name: str) -> Pipeline:
+        spec = self.config.pipelines[name]
+        sources = self._build(name, "sources", spec.sources)
+        progress = None
+        if self.once and self.config.settings.progress and sys.stderr.isatty() and len(self.config.pipelines) == 1:
+            progress = Progress(sources)
+        poll = min((getattr(s.config, "poll_interval", 0.1) for s in sources), default=0.1)
+        return Pipeline(
+            name,
+            sources,
+            self._build(name, "processors", spec.processors),
+            self._build(name, "sinks", spec.sinks),
+            spec.batch,
+            self.metrics,
+            self.stop,
+            self.abort,
+            once=self.once,
+            poll_interval=poll,
+            progress=progress,
+        )
+
+    def serve_metrics(self) -> None:
+        port = self.config.settings.metrics_port
+        if port is not None:
+            start_http_server(port, addr=self.config.settings.metrics_host, registry=self.metrics.registry)
+            log.info("metrics on http://%s:%d/metrics", self.config.settings.metrics_host, port)
+
+    def request_stop(self, *_args: object) -> None:
+        """First signal: stop reading and finish in-flight work. Second: give up at once."""
+        if self.stop.is_set():
+            self.abort.set()
+            return
+        self.stop.set()
+        timer = threading.Timer(self.config.settings.shutdown_timeout, self.abort.set)
+        timer.daemon = True
+        timer.start()
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+
+    def run(self) -> bool:
+        """Run every pipeline to completion; True when every read batch was delivered."""
+        threads = [threading.Thread(target=p.run, name=f"pipeline-{p.name}", daemon=True) for p in self.pipelines[1:]]
+        for thread in threads:
+            thread.start()
+        try:
+            self.pipelines[0].run()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        finally:
+            self.close()
+        return all(p.delivered for p in self.pipelines)
+
+    def close(self) -> None:
+        timeout = self.config.settings.shutdown_timeout
+        for pipeline in self.pipelines:
+            for component in pipeline.components():
+                _close(component, timeout)
+
+
+def _close(component: Component, timeout: float) -> None:
+    try:
+        component.flush(timeout)
+        component.shutdown()
+    except Exception:  # one component failing to close must not keep the others open
+        log.exception("shutting down %s", component.context.name)

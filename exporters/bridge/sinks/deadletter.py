@@ -1,0 +1,51 @@
+"""The dead-letter file: records a server rejected for good (a 4xx), kept with the reason.
+
+One JSON object per record: when, which sink, the HTTP status and reason, where the line came
+from, its trace ID, and the line itself (as text, or base64 when it is not UTF-8). Nothing a sink
+rejects is lost; ``obsbox_bridge_dead_letter_records_total{sink}`` counts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from pathlib import Path
+
+import orjson
+
+from obsbox.record import Record
+
+
+class DeadLetter:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, sink: str, records: list[Record], reason: str, status: int | None) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        now = time.time()
+        lines = []
+        for rec in records:
+            entry = {
+                "time": now,
+                "sink": sink,
+                "status": status,
+                "reason": reason,
+                "path": rec.origin.path,
+                "offset": rec.offset,
+                "trace_id": rec.trace_id,
+                "span_id": rec.span_id,
+            }
+            try:
+                entry["line"] = rec.raw.decode("utf-8")
+            except UnicodeDecodeError:
+                entry["line_base64"] = base64.b64encode(rec.raw).decode()
+            lines.append(orjson.dumps(entry))
+        if not records:  # a rejection the server did not attribute to particular records
+            lines.append(orjson.dumps({"time": now, "sink": sink, "status": status, "reason": reason}))
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"\n".join(lines) + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,107 @@
+"""One keep-alive HTTP/1.1 connection per sink (http.client), with reconnect on failure.
+
+The sinks send large batched bodies from one thread, so a pooled async client buys nothing here,
+while http.client keeps the hot path free of extra dependencies and allocations.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import http.client
+import os
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from obsbox.exporters.bridge.sinks.retry import Attempt, parse_retry_after
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class HttpEndpoint:
+    def __init__(self, url: str, timeout: float) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.url = url
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname
+        self.port = parts.port or (443 if self.https else 80)
+        self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.timeout = timeout
+        self.userinfo = (parts.username, parts.password) if parts.username else None
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        if self.conn is None:
+            if self.https:
+                self.conn = http.client.HTTPSConnection(
+                    self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
+                )
+            else:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        return self.conn
+
+    def post(self, body: bytes, headers: dict[str, str]) -> Response:
+        """POST once. Raises OSError / HTTPException on connection problems (the caller retries)."""
+        conn = self._connect()
+        try:
+            conn.request("POST", self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
+        if resp.getheader("Connection", "").lower() == "close":
+            self.close()
+        return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def auth_headers(username: str | None, password: str | None, bearer: str | None) -> dict[str, str]:
+    if bearer:
+        return {"Authorization": f"Bearer {bearer}"}
+    if username:
+        token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+    return {}
+
+
+def env(name: str | None) -> str | None:
+    return os.environ.get(name) if name else None
+
+
+def compress(body: bytes, compression: str, headers: dict[str, str]) -> bytes:
+    if compression == "gzip":
+        headers["Content-Encoding"] = "gzip"
+        return gzip.compress(body, compresslevel=1)  # level 1: most of the ratio for a fraction of the CPU
+    return body
+
+
+def post_attempt(
+    endpoint: HttpEndpoint, body: bytes, headers: dict[str, str], retryable: frozenset[int] | None
+) -> tuple[Attempt, Response | None]:
+    """One POST classified for ``with_retry``. ``retryable=None`` means "429 and every 5xx"."""
+    try:
+        resp = endpoint.post(body, headers)
+    except (OSError, http.client.HTTPException) as exc:
+        return Attempt("retry", f"connection: {type(exc).__name__}: {exc}"), None
+    if 200 <= resp.status < 300:
+        return Attempt("ok", status=resp.status), resp
+    detail = resp.body[:500].decode("utf-8", "replace").strip()
+    is_retryable = resp.status in retryable if retryable is not None else (resp.status == 429 or resp.status >= 500)
+    if is_retryable:
+        return Attempt(
+            "retry", f"HTTP {resp.status}: {detail}", parse_retry_after(resp.headers.get("retry-after")), resp.status
+        ), resp
+    return Attempt("reject", f"HTTP {resp.status}: {detail}", status=resp.status), resp

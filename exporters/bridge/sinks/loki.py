@@ -1,0 +1,130 @@
+"""``loki``: the Loki push API (``/loki/api/v1/push``), JSON, gzip, batched.
+
+``trace_id`` and ``span_id`` go into structured metadata (Loki 3, schema v13), never into labels:
+they are unbounded. Labels stay few and low-cardinality: ``service_name``, ``job``, ``level`` and
+``filename`` by default, plus static ones from the config. The line sent is the original (redacted)
+line, so ``| json`` in LogQL sees the fields exactly as the service wrote them.
+
+Why not python-logging-loki: it is a ``logging.Handler`` that sends one blocking request per
+record, with no batching, no structured metadata, no gzip and no retry policy. The bridge needs all
+of those, so it speaks the push API directly (``obsbox.exporters.logging`` still offers
+python-logging-loki's queue handler for applications).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from obsbox.exporters.bridge.sinks.http import auth_headers, compress, env
+from obsbox.exporters.bridge.sinks.network import NetworkSink
+from obsbox.exporters.bridge.sinks.retry import RetryConfig
+
+from obsbox import logfields
+from obsbox.record import Record
+
+PUSH_PATH = "/loki/api/v1/push"
+DYNAMIC = ("service_name", "job", "level", "filename")
+
+
+@dataclass
+class LokiConfig:
+    url: str
+    labels: dict[str, str] = field(default_factory=dict)
+    dynamic_labels: list[Literal["service_name", "job", "level", "filename"]] = field(
+        default_factory=lambda: list(DYNAMIC)
+    )
+    service_name: str | None = None
+    job: str = "obsbox"
+    structured_metadata: list[str] = field(default_factory=list)
+    tenant_id: str | None = None
+    username: str | None = None
+    password: str | None = None
+    bearer_token: str | None = None
+    compression: Literal["gzip", "none"] = "gzip"
+    max_request_bytes: int = 1024 * 1024
+    timeout: float = 10.0
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    dead_letter: Path | None = None
+
+    def __post_init__(self) -> None:
+        bad = [k for k in self.labels if not k.replace("_", "a").isalnum() or k[0].isdigit()]
+        if bad:
+            raise ValueError(f"invalid Loki label names {bad}: use letters, digits and '_'")
+
+
+class LokiSink(NetworkSink):
+    type = "loki"
+    Config = LokiConfig
+
+    def __init__(self, config: LokiConfig, context) -> None:
+        super().__init__(config, context)
+        self.headers = {"Content-Type": "application/json"}
+        tenant = config.tenant_id or env("LOKI_TENANT_ID")
+        if tenant:
+            self.headers["X-Scope-OrgID"] = tenant
+        userinfo = self.endpoint.userinfo or (None, None)
+        self.headers.update(
+            auth_headers(
+                config.username or userinfo[0] or env("LOKI_USERNAME"),
+                config.password or userinfo[1] or env("LOKI_PASSWORD"),
+                config.bearer_token or env("LOKI_BEARER_TOKEN"),
+            )
+        )
+        self.dynamic = set(config.dynamic_labels)
+
+    def target_url(self) -> str:
+        url = self.config.url.rstrip("/")
+        return url if url.endswith(PUSH_PATH) else url + PUSH_PATH
+
+    def labels(self, rec: Record) -> tuple[tuple[str, str], ...]:
+        fields = rec.fields
+        labels = dict(self.config.labels)
+        if "service_name" in self.dynamic:
+            labels["service_name"] = self.config.service_name or logfields.service(fields) or "unknown_service"
+        if "job" in self.dynamic:
+            labels["job"] = self.config.job
+        if "level" in self.dynamic:
+            labels["level"] = logfields.level_label(logfields.severity(fields)[0])
+        if "filename" in self.dynamic:
+            labels["filename"] = rec.origin.path
+        return tuple(sorted(labels.items()))
+
+    def metadata(self, rec: Record) -> dict[str, str]:
+        meta = {"trace_id": rec.trace_id or "", "span_id": rec.span_id or ""}
+        if rec.parse_error:
+            meta["obsbox_parse_error"] = rec.parse_error
+        if rec.truncated:
+            meta["obsbox_truncated"] = "true"
+        fields = rec.fields
+        if fields:
+            for key in self.config.structured_metadata:
+                value = fields.get(key)
+                if value is not None:
+                    meta[key.replace(".", "_")] = value if isinstance(value, str) else orjson.dumps(value).decode()
+        return meta
+
+    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+        now = time.time_ns()
+        streams: dict[tuple[tuple[str, str], ...], list[list]] = {}
+        chunk: list[Record] = []
+        size = 0
+        for rec in records:
+            ts = logfields.timestamp_ns(rec.fields) or now
+            streams.setdefault(self.labels(rec), []).append([str(ts), rec.text(), self.metadata(rec)])
+            chunk.append(rec)
+            size += len(rec.raw) + 200
+            if size >= self.config.max_request_bytes:
+                yield *self._request(streams), chunk
+                streams, chunk, size = {}, [], 0
+        if chunk:
+            yield *self._request(streams), chunk
+
+    def _request(self, streams: dict[tuple[tuple[str, str], ...], list[list]]) -> tuple[bytes, dict[str, str]]:
+        payload = {"streams": [{"stream": dict(labels), "values": values} for labels, values in streams.items()]}
+        headers = dict(self.headers)
+        return compress(orjson.dumps(payload), self.config.compression, headers), headers

@@ -1,0 +1,168 @@
+"""``otlp``: OTLP/HTTP protobuf logs (``/v1/logs``), built with the official ``opentelemetry-proto``
+messages.
+
+The IDs go in the LogRecord's native ``trace_id``/``span_id`` fields; the body is the original
+(redacted) line; time and severity are read from the line; the resource carries ``service.name``.
+Retries follow the OTLP spec: 429, 502, 503 and 504 are retried (honouring ``Retry-After``), any
+other failure is permanent and goes to the dead-letter file. Partial success is counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote
+
+from obsbox.exporters.bridge.sinks.http import Response, compress
+from obsbox.exporters.bridge.sinks.network import NetworkSink
+from obsbox.exporters.bridge.sinks.retry import RetryConfig
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+
+from obsbox import __version__, logfields
+from obsbox.record import Record
+
+log = logging.getLogger(__name__)
+LOGS_PATH = "/v1/logs"
+SCOPE = InstrumentationScope(name="obsbox.bridge", version=__version__)
+
+
+@dataclass
+class OtlpConfig:
+    endpoint: str
+    headers: dict[str, str] = field(default_factory=dict)
+    compression: Literal["none", "gzip"] = "none"
+    service_name: str | None = None
+    resource: dict[str, str] = field(default_factory=dict)
+    max_request_bytes: int = 4 * 1024 * 1024
+    timeout: float = 10.0
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    dead_letter: Path | None = None
+
+
+def env_pairs(name: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS`` / ``OTEL_RESOURCE_ATTRIBUTES`` style: ``k=v,k2=v2``, URL-encoded."""
+    pairs = {}
+    for item in os.environ.get(name, "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            pairs[unquote(key.strip())] = unquote(value.strip())
+    return pairs
+
+
+def string_attr(key: str, value: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
+
+class OtlpSink(NetworkSink):
+    type = "otlp"
+    Config = OtlpConfig
+    retryable = frozenset({429, 502, 503, 504})
+
+    def __init__(self, config: OtlpConfig, context) -> None:
+        super().__init__(config, context)
+        self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": f"obsbox-bridge/{__version__}"}
+        self.headers.update(env_pairs("OTEL_EXPORTER_OTLP_HEADERS"))
+        self.headers.update(env_pairs("OTEL_EXPORTER_OTLP_LOGS_HEADERS"))
+        self.headers.update(config.headers)
+        self.resource_attrs = {**env_pairs("OTEL_RESOURCE_ATTRIBUTES"), **config.resource}
+        self.default_service = (
+            config.service_name or self.resource_attrs.get("service.name") or os.environ.get("OTEL_SERVICE_NAME")
+        )
+        self.file_attrs: dict[str, list[KeyValue]] = {}
+
+    def target_url(self) -> str:
+        url = self.config.endpoint.rstrip("/")
+        return url if url.endswith(LOGS_PATH) else url + LOGS_PATH
+
+    def _attributes(self, rec: Record) -> list[KeyValue]:
+        attrs = self.file_attrs.get(rec.origin.path)
+        if attrs is None:
+            if len(self.file_attrs) > 10_000:
+                self.file_attrs.clear()
+            attrs = self.file_attrs[rec.origin.path] = [
+                string_attr("log.file.path", rec.origin.path),
+                string_attr("log.file.name", os.path.basename(rec.origin.path)),
+            ]
+        if rec.parse_error or rec.truncated:
+            attrs = list(attrs)
+            if rec.parse_error:
+                attrs.append(string_attr("obsbox.parse_error", rec.parse_error))
+            if rec.truncated:
+                attrs.append(KeyValue(key="obsbox.truncated", value=AnyValue(bool_value=True)))
+        return attrs
+
+    def _log_record(self, rec: Record, now: int) -> LogRecord:
+        number, text = logfields.severity(rec.fields)
+        return LogRecord(
+            time_unix_nano=logfields.timestamp_ns(rec.fields) or 0,
+            observed_time_unix_nano=now,
+            severity_number=number,
+            severity_text=text,
+            body=AnyValue(string_value=rec.text()),
+            attributes=self._attributes(rec),
+            trace_id=bytes.fromhex(rec.trace_id) if rec.trace_id else b"",
+            span_id=bytes.fromhex(rec.span_id) if rec.span_id else b"",
+        )
+
+    def _request(self, by_service: dict[str, list[LogRecord]]) -> tuple[bytes, dict[str, str]]:
+        request = ExportLogsServiceRequest()
+        for service, log_records in by_service.items():
+            attrs = {**self.resource_attrs, "service.name": service}
+            request.resource_logs.append(
+                ResourceLogs(
+                    resource=Resource(attributes=[string_attr(k, v) for k, v in attrs.items()]),
+                    scope_logs=[ScopeLogs(scope=SCOPE, log_records=log_records)],
+                )
+            )
+        headers = dict(self.headers)
+        return compress(request.SerializeToString(), self.config.compression, headers), headers
+
+    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+        now = time.time_ns()
+        by_service: dict[str, list[LogRecord]] = {}
+        chunk: list[Record] = []
+        size = 0
+        default = self.default_service
+        for rec in records:
+            service = default or logfields.service(rec.fields) or "unknown_service"
+            by_service.setdefault(service, []).append(self._log_record(rec, now))
+            chunk.append(rec)
+            size += len(rec.raw) + 120
+            if size >= self.config.max_request_bytes:
+                yield *self._request(by_service), chunk
+                by_service, chunk, size = {}, [], 0
+        if chunk:
+            yield *self._request(by_service), chunk
+
+    def accepted(self, response: Response, records: list[Record]) -> None:
+        if not response.body or "protobuf" not in response.headers.get("content-type", ""):
+            return
+        reply = ExportLogsServiceResponse.FromString(response.body)
+        rejected = reply.partial_success.rejected_log_records
+        if rejected:
+            self.context.metrics.dead_letters.labels(self.context.name).inc(rejected)
+            self.dead_letter.write(
+                self.context.name,
+                [],
+                f"partial success: {rejected} of {len(records)} "
+                f"records rejected: {reply.partial_success.error_message}",
+                response.status,
+            )
+            log.warning(
+                "%s: the receiver rejected %d of %d records: %s",
+                self.context.name,
+                rejected,
+                len(records),
+                reply.partial_success.error_message,
+            )

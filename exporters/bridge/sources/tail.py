@@ -1,0 +1,502 @@
+"""``tail``: follow files and globs, through rename and copytruncate rotation, without losing a line.
+
+A file is known by its identity, (device, inode) plus a fingerprint of its first line, never by its
+name. How each rotation is handled:
+
+- rename + create: the old inode stays open and is read to its end; the new file is read from 0.
+  A renamed file that still matches the globs is recognised by its inode and not read twice.
+- copytruncate: the truncation is seen (size below our offset, or a changed first line). A copy that
+  matches the globs was parked as "copy of" the original when it appeared; it now supplies the lines
+  from where the original was read to, and the original restarts from the top.
+- restart: saved positions are matched by inode and fingerprint, then by fingerprint alone (the file
+  was renamed or copied while we were down); a saved file that left the globs is looked for beside
+  its old path and drained.
+
+Offsets advance only through ``commit`` (every sink acknowledged), so delivery is at-least-once.
+Threading: called from its pipeline's thread only.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import logging
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT, Fingerprint, read_fingerprint
+from obsbox.exporters.bridge.sources.positions import Position, PositionsFile
+
+from obsbox.component import Source
+from obsbox.record import Batch, Origin, Record
+
+log = logging.getLogger(__name__)
+
+COMPRESSED = ["*.gz", "*.bz2", "*.xz", "*.zst", "*.zip", "*.lz4"]
+SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
+
+
+@dataclass
+class TailConfig:
+    include: list[str]
+    exclude: list[str] = field(default_factory=lambda: list(COMPRESSED))
+    positions: Path | None = None
+    save_positions: bool = True
+    start_at: Literal["beginning", "end"] = "beginning"
+    once: bool = False
+    max_line_bytes: int = 1024 * 1024
+    read_chunk_bytes: int = 1024 * 1024
+    poll_interval: float = 0.1
+    scan_interval: float = 1.0
+    rotate_wait: float = 5.0
+    fingerprint_bytes: int = DEFAULT_LIMIT
+
+    def __post_init__(self) -> None:
+        if not self.include:
+            raise ValueError("include needs at least one file or glob")
+        if self.max_line_bytes < 64:
+            raise ValueError("max_line_bytes must be at least 64")
+
+
+class Tracked:
+    """One open file (one inode) and how far it has been read, emitted and acknowledged."""
+
+    def __init__(self, fid: int, path: str, fd: int, dev: int, ino: int) -> None:
+        self.id, self.path, self.fd, self.dev, self.ino = fid, path, fd, dev, ino
+        self.fp = Fingerprint(b"", False)
+        self.origin = Origin(path, b"")
+        self.state: Literal["pending", "parked", "active"] = "pending"
+        self.parked_on: Tracked | None = None
+        self.generation = 0
+        self.read_offset = 0  # next byte to read
+        self.partial = b""  # bytes after the last newline, not yet a line
+        self.skipping: Record | None = None  # an overlong line, truncated, waiting for its newline
+        self.emitted = 0  # end of the last line handed out
+        self.acked = 0  # end of the last line every sink acknowledged
+        self.limit: int | None = None  # --once: read up to the size seen at the start
+        self.size = 0
+        self.live = True  # a path matching the globs still names this inode
+        self.last_growth = time.monotonic()
+        self.sample: tuple[int, bytes] = (0, b"")  # (end offset, bytes before it) of our last read
+
+    def line_start(self) -> int:
+        """Offset of the first byte not yet part of an emitted line."""
+        if self.skipping is not None:
+            return self.skipping.offset
+        return self.read_offset - len(self.partial)
+
+    def identify(self, fp: Fingerprint) -> None:
+        self.fp = fp
+        self.origin = Origin(self.path, fp.digest)
+
+    def start_at(self, offset: int) -> None:
+        self.state = "active"
+        self.parked_on = None
+        self.read_offset = self.emitted = self.acked = offset
+        self.partial, self.skipping = b"", None
+
+
+class TailSource(Source):
+    """Follow ``include`` globs (see the module docstring for the rotation rules)."""
+
+    type = "tail"
+    Config = TailConfig
+
+    def __init__(self, config: TailConfig, context) -> None:
+        super().__init__(config, context)
+        self.cfg = config
+        self.metrics = context.metrics
+        self.positions = PositionsFile(self._positions_path() if config.save_positions else None)
+        self.saved: list[Position] = self.positions.load()
+        self.files: dict[tuple[int, int], Tracked] = {}
+        self.by_id: dict[int, Tracked] = {}
+        self.next_id = 0
+        self.next_scan = 0.0
+        self.rr = 0  # round-robin start, so one busy file cannot starve the others
+        self.started = False
+        self.total_bytes = self.start_bytes = 0
+
+    # ---------------------------------------------------------------- discovery
+
+    def _positions_path(self) -> Path:
+        if self.cfg.positions is not None:
+            return self.cfg.positions
+        return self.context.state_dir / f"positions-{self.context.pipeline}-{self.context.name}.json"
+
+    def _matches(self) -> dict[tuple[int, int], str]:
+        found: dict[tuple[int, int], str] = {}
+        for pattern in self.cfg.include:
+            for path in sorted(glob.glob(os.path.expanduser(pattern))):
+                if any(
+                    fnmatch.fnmatch(path, ex) or fnmatch.fnmatch(os.path.basename(path), ex) for ex in self.cfg.exclude
+                ):
+                    continue
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue  # vanished between glob and stat
+                if stat.S_ISREG(st.st_mode):
+                    found.setdefault((st.st_dev, st.st_ino), path)
+        return found
+
+    def _open(self, path: str, key: tuple[int, int]) -> Tracked | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            self.metrics.errors.labels("open").inc()
+            log.warning("cannot open %s: %s", path, exc)
+            return None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; next scan sees it
+            os.close(fd)
+            return None
+        tracked = Tracked(self.next_id, path, fd, *key)
+        tracked.size = st.st_size
+        self.next_id += 1
+        self.files[key] = tracked
+        self.by_id[tracked.id] = tracked
+        return tracked
+
+    def scan(self) -> None:
+        """Match the globs: pick up new files, notice renames, classify new identities."""
+        found = self._matches()
+        for key, tracked in self.files.items():
+            path = found.get(key)
+            tracked.live = path is not None
+            if path is not None and path != tracked.path:
+                self._rename(tracked, path)
+        for key, path in found.items():
+            if key not in self.files:
+                self._open(path, key)
+        if not self.started:
+            self.started = True
+            self._recover_rotated()
+        for tracked in list(self.files.values()):
+            if tracked.state == "pending":
+                self._classify(tracked)
+            elif tracked.state == "parked":
+                self._check_parked(tracked)
+        self._close_drained()
+        self.metrics.files.set(len(self.files))
+
+    def _rename(self, tracked: Tracked, path: str) -> None:
+        self.metrics.lag.remove_path(tracked.path)
+        tracked.path = path
+        tracked.origin = Origin(path, tracked.origin.key)
+
+    def _classify(self, tracked: Tracked) -> None:
+        fp = read_fingerprint(tracked.fd, self.cfg.fingerprint_bytes)
+        if not fp.complete and not self.cfg.once:
+            return  # the first line is still being written: identity unknown, nothing to emit yet
+        tracked.identify(fp)
+        if self.cfg.once:
+            tracked.limit = os.fstat(tracked.fd).st_size
+        saved = self._claim_saved(tracked, by_inode=True)
+        if saved is not None:
+            tracked.start_at(saved.offset)
+            return
+        original = self._original_of(tracked)
+        if original is not None:
+            tracked.state, tracked.parked_on = "parked", original
+            return
+        saved = self._claim_saved(tracked, by_inode=False)
+        if saved is not None:  # renamed or copied while we were not running
+            tracked.start_at(saved.offset)
+            return
+        at_end = self.cfg.start_at == "end" and not self.cfg.once and not self.next_scan
+        tracked.start_at(os.fstat(tracked.fd).st_size if at_end else 0)
+        if at_end:  # start at a line boundary, never in the middle of one
+            tracked.start_at(self._line_boundary_before(tracked, tracked.read_offset))
+
+    def _line_boundary_before(self, tracked: Tracked, offset: int) -> int:
+        probe = max(0, offset - self.cfg.max_line_bytes)
+        tail = os.pread(tracked.fd, offset - probe, probe)
+        newline = tail.rfind(b"\n")
+        return probe + newline + 1 if newline >= 0 else probe
+
+    def _claim_saved(self, tracked: Tracked, by_inode: bool) -> Position | None:
+        for i, saved in enumerate(self.saved):
+            same_inode = (saved.dev, saved.ino) == (tracked.dev, tracked.ino)
+            if saved.fingerprint == tracked.fp.hex and (same_inode or not by_inode):
+                del self.saved[i]
+                return saved
+        return None
+
+    def _original_of(self, tracked: Tracked) -> Tracked | None:
+        for other in self.files.values():
+            if (
+                other is not tracked
+                and other.state == "active"
+                and other.fp.complete
+                and other.fp.head == tracked.fp.head
+            ):
+                return other
+        return None
+
+    def _check_parked(self, copy: Tracked) -> None:
+        """A parked copy whose content departs from its original is a file of its own after all."""
+        original = copy.parked_on
+        if original is None or original.id not in self.by_id:
+            # the original was drained and closed: the copy supplies anything beyond it
+            copy.start_at(original.line_start() if original else 0)
+            return
+        end, sample = original.sample
+        if not sample or os.fstat(copy.fd).st_size < end:
+            return
+        if os.pread(copy.fd, len(sample), end - len(sample)) != sample:
+            log.info(
+                "%s shares its first line with %s but not its content: reading it as a new file",
+                copy.path,
+                original.path,
+            )
+            copy.start_at(0)
+
+    def _recover_rotated(self) -> None:
+        """Saved files no glob matches any more were rotated while we were down: drain them."""
+        for saved in list(self.saved):
+            folder = os.path.dirname(saved.path) or "."
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    st = entry.stat()
+                except OSError:
+                    continue
+                key = (st.st_dev, st.st_ino)
+                if key != (saved.dev, saved.ino) or key in self.files:
+                    continue
+                tracked = self._open(entry.path, key)
+                if tracked is None:
+                    break
+                if read_fingerprint(tracked.fd, self.cfg.fingerprint_bytes).hex != saved.fingerprint:
+                    self._forget(key, tracked)  # the inode was reused by another file
+                    break
+                tracked.live = False
+                self._classify(tracked)
+                log.info("draining %s, rotated away from %s while the bridge was stopped", entry.path, saved.path)
+                break
+
+    def _close_drained(self) -> None:
+        now = time.monotonic()
+        for key, tracked in list(self.files.items()):
+            if tracked.live or tracked.state == "pending":
+                if not tracked.live and now - tracked.last_growth > self.cfg.rotate_wait:
+                    self._forget(key, tracked)  # gone before its first line was complete
+                continue
+            idle = now - tracked.last_growth > self.cfg.rotate_wait
+            if tracked.state == "parked" and idle:
+                self._forget(key, tracked)  # a copy that left the globs: its original has the lines
+            elif idle and tracked.read_offset >= tracked.size and tracked.acked >= tracked.emitted:
+                if tracked.partial or tracked.skipping is not None:
+                    continue  # emitted as a final line by the next poll, closed after its ack
+                self._forget(key, tracked)
+
+    def _forget(self, key: tuple[int, int], tracked: Tracked) -> None:
+        os.close(tracked.fd)
+        del self.files[key]
+        del self.by_id[tracked.id]
+        self.metrics.lag.remove_path(tracked.path)
+        for other in self.files.values():
+            if other.parked_on is tracked:
+                self._check_parked(other)
+
+    # ---------------------------------------------------------------- reading
+
+    def poll(self, max_records: int, max_bytes: int) -> Batch | None:
+        now = time.monotonic()
+        if now >= self.next_scan:
+            self.scan()
+            self.next_scan = now + self.cfg.scan_interval
+            if self.cfg.once and not self.total_bytes:
+                self.total_bytes = sum(f.limit or 0 for f in self.files.values())
+                self.start_bytes = sum(f.read_offset for f in self.files.values())
+        records: list[Record] = []
+        checkpoint: dict[int, tuple[int, int]] = {}
+        read_bytes = 0
+        active = [f for f in self.files.values() if f.state == "active"]
+        if active:
+            self.rr = (self.rr + 1) % len(active)
+            active = active[self.rr :] + active[: self.rr]
+        for tracked in active:
+            room = max_records - len(records)
+            if room <= 0 or read_bytes >= max_bytes:
+                break
+            before = len(records)
+            read_bytes += self._read(tracked, records, room, max_bytes - read_bytes)
+            if len(records) > before:
+                checkpoint[tracked.id] = (tracked.generation, tracked.emitted)
+        if not records:
+            return None
+        self.metrics.lines_read.labels(self.context.pipeline).inc(len(records))
+        self.metrics.bytes_read.labels(self.context.pipeline).inc(read_bytes)
+        return Batch(records, checkpoint, read_bytes)
+
+    def _read(self, tracked: Tracked, out: list[Record], room: int, byte_room: int) -> int:
+        try:
+            size = os.fstat(tracked.fd).st_size
+        except OSError:
+            return 0
+        seen, tracked.size = tracked.size, size
+        if size < tracked.read_offset:
+            self._truncated(tracked, out, f"size {size} below offset {tracked.read_offset}", seen)
+            return 0
+        end = size if tracked.limit is None else min(size, tracked.limit)
+        if end <= tracked.read_offset:
+            if self._at_rest(tracked):
+                self._final_partial(tracked, out)
+            return 0
+        if not self.cfg.once and tracked.fp.complete:
+            head = os.pread(tracked.fd, len(tracked.fp.head), 0)
+            if head != tracked.fp.head:
+                self._truncated(tracked, out, "its first line changed", seen)
+                return 0
+        want = min(self.cfg.read_chunk_bytes, end - tracked.read_offset, max(byte_room, 4096))
+        data = os.pread(tracked.fd, want, tracked.read_offset)
+        if not data:
+            return 0
+        tracked.last_growth = time.monotonic()
+        tracked.read_offset += len(data)
+        tail_end = tracked.read_offset
+        tracked.sample = (tail_end, data[-SAMPLE:]) if len(data) >= SAMPLE else tracked.sample
+        self._split(tracked, data, out, room)
+        return len(data)
+
+    def _split(self, tracked: Tracked, data: bytes, out: list[Record], room: int) -> None:
+        """Cut ``data`` into lines. Hot path: one ``split``, one Record per line, nothing else."""
+        max_line = self.cfg.max_line_bytes
+        if tracked.skipping is not None:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return  # still inside the overlong line; its bytes are skipped, and counted
+            skipped = tracked.skipping
+            tracked.skipping = None
+            out.append(skipped)
+            room -= 1
+            base = tracked.read_offset - len(data) + newline + 1
+            tracked.emitted = base
+            data = data[newline + 1 :]
+            self.metrics.truncated.inc()
+        else:
+            base = tracked.read_offset - len(data) - len(tracked.partial)
+            if tracked.partial:
+                data = tracked.partial + data
+        parts = data.split(b"\n")
+        partial = parts.pop()
+        origin = tracked.origin
+        pos = base
+        for taken, line in enumerate(parts):
+            if taken == room:  # batch full: give the rest back, to be read again next poll
+                tracked.read_offset = pos
+                tracked.partial = b""
+                tracked.emitted = pos
+                return
+            if len(line) > max_line:
+                out.append(Record(line[:max_line], origin, pos, truncated=True))
+                self.metrics.truncated.inc()
+            else:
+                out.append(Record(line, origin, pos))
+            pos += len(line) + 1
+        tracked.emitted = pos
+        if len(partial) > max_line:
+            tracked.skipping = Record(partial[:max_line], origin, pos, truncated=True)
+            partial = b""
+        tracked.partial = partial
+
+    def _at_rest(self, tracked: Tracked) -> bool:
+        """A trailing partial line is final at the end of a --once read, or when its file has been
+        rotated away and stayed idle (the writer moved on): emit it rather than lose it."""
+        if not (tracked.partial or tracked.skipping is not None):
+            return False
+        if self.cfg.once:
+            return True
+        return not tracked.live and time.monotonic() - tracked.last_growth > self.cfg.rotate_wait
+
+    def _final_partial(self, tracked: Tracked, out: list[Record]) -> None:
+        if tracked.skipping is not None:
+            out.append(tracked.skipping)
+            self.metrics.truncated.inc()
+            tracked.skipping = None
+        elif tracked.partial:
+            out.append(Record(tracked.partial, tracked.origin, tracked.read_offset - len(tracked.partial)))
+        tracked.partial = b""
+        if not self.cfg.once:  # --once leaves the offset before a partial line: a later run completes it
+            tracked.emitted = tracked.read_offset
+
+    def _truncated(self, tracked: Tracked, out: list[Record], why: str, seen_size: int) -> None:
+        self.metrics.rotations.labels("copytruncate").inc()
+        resume = tracked.line_start()
+        copy = next((f for f in self.files.values() if f.parked_on is tracked), None)
+        if copy is None:
+            self.scan_for_copy(tracked)
+            copy = next((f for f in self.files.values() if f.parked_on is tracked), None)
+        if copy is not None:
+            log.info(
+                "%s was truncated (%s); %s supplies the lines from offset %d", tracked.path, why, copy.path, resume
+            )
+            copy.start_at(resume)
+        else:
+            self._final_partial(tracked, out)  # the start of a line is better than nothing
+            unread = max(0, seen_size - tracked.read_offset)
+            log.warning(
+                "%s was truncated (%s) and no copy of it matches the globs; lines written "
+                "after offset %d and before the truncation cannot be read",
+                tracked.path,
+                why,
+                resume,
+            )
+            self.metrics.unread.inc(unread)
+        tracked.generation += 1
+        tracked.start_at(0)
+        tracked.state = "pending"
+        tracked.sample = (0, b"")
+        self._classify(tracked)
+
+    def scan_for_copy(self, original: Tracked) -> None:
+        """Truncation seen between scans: look again for a copy that just appeared."""
+        found = self._matches()
+        for key, path in found.items():
+            if key not in self.files:
+                tracked = self._open(path, key)
+                if tracked is not None:
+                    self._classify(tracked)
+
+    # ---------------------------------------------------------------- acknowledgement
+
+    def commit(self, checkpoint: dict[int, tuple[int, int]]) -> None:
+        for fid, (generation, offset) in checkpoint.items():
+            tracked = self.by_id.get(fid)
+            if tracked is not None and tracked.generation == generation and offset > tracked.acked:
+                tracked.acked = offset
+        entries = []
+        for tracked in self.files.values():
+            if tracked.state != "active":
+                continue
+            entries.append(Position(tracked.path, tracked.dev, tracked.ino, tracked.fp.hex, tracked.acked))
+            self.metrics.lag.set_path(tracked.path, max(0, tracked.size - tracked.acked))
+        self.positions.save(entries + self.saved)
+
+    def exhausted(self) -> bool:
+        if not self.cfg.once or not self.started:
+            return False
+        for tracked in self.files.values():
+            if tracked.state != "active":
+                continue
+            if tracked.read_offset < (tracked.limit or 0) or tracked.partial or tracked.skipping:
+                return False
+        return True
+
+    def progress(self) -> tuple[int, int]:
+        done = sum(f.read_offset for f in self.files.values()) - self.start_bytes
+        return max(0, done), max(0, self.total_bytes - self.start_bytes)
+
+    def shutdown(self) -> None:
+        for tracked in self.files.values():
+            os.close(tracked.fd)
+        self.files.clear()
+        self.by_id.clear()

@@ -1,0 +1,5 @@
+import sys
+
+from obsbox.cli import main
+
+sys.exit(main())

@@ -1,0 +1,51 @@
+"""The ``obsbox`` command. Each subcommand lives with the code it drives and registers itself here."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from obsbox import __version__
+from obsbox.config import ConfigError
+
+# name → module with ``register(subparsers)``; imported when the CLI starts, so keep heavy imports
+# (grafanalib, matplotlib, uvicorn) inside the command functions.
+COMMANDS = {
+    "bridge": "obsbox.exporters.bridge.cli",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="obsbox", description="An observability stack in a box: log bridge, exporters, SLOs, dashboards."
+    )
+    parser.add_argument("--version", action="version", version=f"obsbox {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="what obsbox itself logs to stderr (default: WARNING)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in COMMANDS.values():
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as exc:
+        print(f"obsbox {args.command}: config error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Well-known fields of a JSON log line: timestamp, severity, message and service, under their usual
+spellings (ECS, Serilog CLEF, .NET, logrus/zap, pino/bunyan, OTel)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+TIME_KEYS = (
+    "@timestamp",
+    "timestamp",
+    "Timestamp",
+    "time",
+    "@t",
+    "ts",
+    "Time",
+    "datetime",
+    "date",
+    "eventTime",
+    "TimeStamp",
+)
+LEVEL_KEYS = (
+    "level",
+    "Level",
+    "@l",
+    "severity",
+    "Severity",
+    "log.level",
+    "lvl",
+    "levelname",
+    "loglevel",
+    "SeverityText",
+    "LogLevel",
+)
+MESSAGE_KEYS = ("message", "msg", "Message", "@m", "@mt", "MessageTemplate", "log", "text")
+SERVICE_KEYS = ("service.name", "service_name", "service", "Service", "ServiceName", "app", "application")
+
+# OTel severity numbers (logs data model): the first number of each range.
+SEVERITY = {
+    "trace": 1,
+    "verbose": 1,
+    "debug": 5,
+    "info": 9,
+    "information": 9,
+    "informational": 9,
+    "notice": 10,
+    "warn": 13,
+    "warning": 13,
+    "error": 17,
+    "err": 17,
+    "critical": 21,
+    "crit": 21,
+    "fatal": 21,
+    "panic": 21,
+    "emergency": 21,
+    "alert": 21,
+}
+SHORT = {1: "trace", 5: "debug", 9: "info", 10: "info", 13: "warn", 17: "error", 21: "fatal"}
+PINO = {10: 1, 20: 5, 30: 9, 40: 13, 50: 17, 60: 21}  # pino / bunyan numeric levels
+_UNIX_2001 = 978_307_200
+
+
+def first(fields: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        value = fields.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def timestamp_ns(fields: dict[str, Any] | None) -> int | None:
+    """The line's own time in Unix nanoseconds: ISO 8601 text, or epoch s / ms / µs / ns numbers."""
+    if not fields:
+        return None
+    value = first(fields, TIME_KEYS)
+    if isinstance(value, str):
+        return _iso_ns(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        for scale in (1e9, 1e6, 1e3, 1.0):  # seconds, ms, µs or ns: the one that lands after 2001
+            ns = value * scale
+            if ns / 1e9 > _UNIX_2001:
+                return int(ns)
+    return None
+
+
+def _iso_ns(text: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    if text.isdigit():
+        return _digits(text)
+    try:
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        fraction = ""
+        if "." in text:  # keep nanoseconds that datetime (microseconds) would drop
+            head, _, rest = text.partition(".")
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            fraction, tail = rest[:digits], rest[digits:]
+            text = head + tail
+        moment = datetime.fromisoformat(text.replace(" ", "T", 1))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    seconds = int(moment.timestamp())
+    return seconds * 1_000_000_000 + int((fraction + "000000000")[:9] or 0)
+
+
+def _digits(text: str) -> int | None:
+    value = int(text)
+    for scale in (10**9, 10**6, 10**3, 1):
+        if value * scale / 1e9 > _UNIX_2001:
+            return value * scale
+    return None
+
+
+def severity(fields: dict[str, Any] | None) -> tuple[int, str]:
+    """(OTel severity number, the line's own level text); (0, "") when the line has no level."""
+    if not fields:
+        return 0, ""
+    value = first(fields, LEVEL_KEYS)
+    if isinstance(value, str):
+        number = SEVERITY.get(value.strip().lower())
+        if number is None and value[:4].lower() in SEVERITY:
+            number = SEVERITY[value[:4].lower()]
+        return number or 0, value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return PINO.get(value, 0), str(value)
+    if "@mt" in fields or "@m" in fields:  # Serilog CLEF omits @l for Information
+        return 9, "Information"
+    return 0, ""
+
+
+def level_label(number: int) -> str:
+    """A low-cardinality level for a Loki label."""
+    return SHORT.get(number, "unknown") if number else "unknown"
+
+
+def message(fields: dict[str, Any] | None) -> str | None:
+    if not fields:
+        return None
+    value = first(fields, MESSAGE_KEYS)
+    return value if isinstance(value, str) else None
+
+
+def service(fields: dict[str, Any] | None) -> str | None:
+    if not fields:
+        return None
+    value = first(fields, SERVICE_KEYS)
+    if isinstance(value, dict):
+        value = value.get("name")
+    return value if isinstance(value, str) and value else None

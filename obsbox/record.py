@@ -1,0 +1,87 @@
+"""The record model: one log line on its way from a source, through processors, to sinks.
+
+Records travel in batches. A batch also carries the source's checkpoint: the positions that may be
+saved once every sink has acknowledged the batch. Processors may drop records or add new ones; the
+checkpoint stays with the batch, so acknowledgement never depends on which records survived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a line came from. Shared by every line of one file, so it costs nothing per line.
+
+    ``key`` is a digest of the file's fingerprint (its first line), which survives renames and
+    copies; with the line's byte offset it gives every line a stable identity across runs.
+    """
+
+    path: str
+    key: bytes
+
+
+class Record:
+    """One line. ``raw`` is the line as read, without its newline; it is never re-encoded.
+
+    ``fields`` holds the parsed JSON object (None when the line is not one: see ``parse_error``).
+    ``out`` is the enriched line that byte-oriented sinks write; None means "write ``raw``".
+    Trace context is kept as lowercase hex strings, the W3C text form.
+    """
+
+    __slots__ = (
+        "attributes",
+        "fields",
+        "offset",
+        "origin",
+        "out",
+        "parent_span_id",
+        "parse_error",
+        "raw",
+        "span_id",
+        "trace_id",
+        "truncated",
+    )
+
+    def __init__(self, raw: bytes, origin: Origin, offset: int, truncated: bool = False) -> None:
+        self.raw = raw
+        self.origin = origin
+        self.offset = offset
+        self.truncated = truncated
+        self.fields: dict[str, Any] | None = None
+        self.parse_error: str | None = None
+        self.out: bytes | None = None
+        self.trace_id: str | None = None
+        self.span_id: str | None = None
+        self.parent_span_id: str | None = None
+        self.attributes: dict[str, Any] | None = None
+
+    def line(self) -> bytes:
+        """The bytes a line-oriented sink writes: the enriched line, or the raw one unchanged."""
+        return self.raw if self.out is None else self.out
+
+    def text(self) -> str:
+        """The original line as text for sinks whose wire format needs Unicode (Loki, OTLP).
+
+        Broken UTF-8 is replaced, not dropped; such records carry ``parse_error`` so the receiver
+        can tell.
+        """
+        return self.raw.decode("utf-8", "replace")
+
+    def __repr__(self) -> str:
+        return f"Record({self.origin.path}@{self.offset}, trace_id={self.trace_id}, raw={self.raw[:60]!r})"
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records plus the checkpoint the source saves once every sink has acknowledged them."""
+
+    records: list[Record]
+    checkpoint: Any = None
+    read_bytes: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
