@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from obsbox.exporters.bridge.sinks.http import Response, compress
@@ -39,6 +39,8 @@ SCOPE = InstrumentationScope(name="obsbox.bridge", version=__version__)
 
 @dataclass
 class OtlpConfig:
+    """OTLP/HTTP transport settings, shared by the ``otlp`` (logs) and ``spans`` (traces) sinks."""
+
     endpoint: str
     headers: dict[str, str] = field(default_factory=dict)
     compression: Literal["none", "gzip"] = "none"
@@ -64,26 +66,81 @@ def string_attr(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-class OtlpSink(NetworkSink):
-    type = "otlp"
-    Config = OtlpConfig
+class OtlpHttpSink(NetworkSink):
+    """OTLP/HTTP protobuf transport: endpoint path, headers and resource from config and OTEL_* env."""
+
     retryable = frozenset({429, 502, 503, 504})
+    signal = "logs"  # or "traces": the URL path and the per-signal header variable
 
     def __init__(self, config: OtlpConfig, context) -> None:
         super().__init__(config, context)
         self.headers = {"Content-Type": "application/x-protobuf", "User-Agent": f"obsbox-bridge/{__version__}"}
         self.headers.update(env_pairs("OTEL_EXPORTER_OTLP_HEADERS"))
-        self.headers.update(env_pairs("OTEL_EXPORTER_OTLP_LOGS_HEADERS"))
+        self.headers.update(env_pairs(f"OTEL_EXPORTER_OTLP_{self.signal.upper()}_HEADERS"))
         self.headers.update(config.headers)
         self.resource_attrs = {**env_pairs("OTEL_RESOURCE_ATTRIBUTES"), **config.resource}
         self.default_service = (
             config.service_name or self.resource_attrs.get("service.name") or os.environ.get("OTEL_SERVICE_NAME")
         )
-        self.file_attrs: dict[str, list[KeyValue]] = {}
 
     def target_url(self) -> str:
+        path = f"/v1/{self.signal}"
         url = self.config.endpoint.rstrip("/")
-        return url if url.endswith(LOGS_PATH) else url + LOGS_PATH
+        return url if url.endswith(path) else url + path
+
+    def resource(self, service: str) -> Resource:
+        attrs = {**self.resource_attrs, "service.name": service}
+        return Resource(attributes=[string_attr(k, v) for k, v in attrs.items()])
+
+    def service_of(self, rec: Record) -> str:
+        return self.default_service or logfields.service(rec.fields) or "unknown_service"
+
+    def encoded(self, request: Any) -> tuple[bytes, dict[str, str]]:
+        headers = dict(self.headers)
+        return compress(request.SerializeToString(), self.config.compression, headers), headers
+
+    def items(self, rec: Record, now: int) -> list[Any]:
+        """The protobuf items (LogRecords, Spans) one record becomes; may be none."""
+        raise NotImplementedError
+
+    def request(self, by_service: dict[str, list[Any]]) -> Any:
+        """The export request message for items grouped by service."""
+        raise NotImplementedError
+
+    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+        now = time.time_ns()
+        by_service: dict[str, list[Any]] = {}
+        chunk: list[Record] = []
+        size = 0
+        for rec in records:
+            items = self.items(rec, now)
+            if items:
+                by_service.setdefault(self.service_of(rec), []).extend(items)
+            chunk.append(rec)
+            size += len(rec.raw) + 120
+            if size >= self.config.max_request_bytes:
+                if by_service:
+                    yield *self.encoded(self.request(by_service)), chunk
+                by_service, chunk, size = {}, [], 0
+        if by_service:
+            yield *self.encoded(self.request(by_service)), chunk
+
+    def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
+        """Partial success: the receiver took the request but refused ``rejected`` items."""
+        if rejected:
+            self.context.metrics.dead_letters.labels(self.context.name).inc(rejected)
+            reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
+            self.dead_letter.write(self.context.name, [], reason, status)
+            log.warning("%s: %s", self.context.name, reason)
+
+
+class OtlpSink(OtlpHttpSink):
+    type = "otlp"
+    Config = OtlpConfig
+
+    def __init__(self, config: OtlpConfig, context) -> None:
+        super().__init__(config, context)
+        self.file_attrs: dict[str, list[KeyValue]] = {}
 
     def _attributes(self, rec: Record) -> list[KeyValue]:
         attrs = self.file_attrs.get(rec.origin.path)
@@ -115,54 +172,18 @@ class OtlpSink(NetworkSink):
             span_id=bytes.fromhex(rec.span_id) if rec.span_id else b"",
         )
 
-    def _request(self, by_service: dict[str, list[LogRecord]]) -> tuple[bytes, dict[str, str]]:
+    def items(self, rec: Record, now: int) -> list[LogRecord]:
+        return [self._log_record(rec, now)]
+
+    def request(self, by_service: dict[str, list[LogRecord]]) -> ExportLogsServiceRequest:
         request = ExportLogsServiceRequest()
         for service, log_records in by_service.items():
-            attrs = {**self.resource_attrs, "service.name": service}
-            request.resource_logs.append(
-                ResourceLogs(
-                    resource=Resource(attributes=[string_attr(k, v) for k, v in attrs.items()]),
-                    scope_logs=[ScopeLogs(scope=SCOPE, log_records=log_records)],
-                )
-            )
-        headers = dict(self.headers)
-        return compress(request.SerializeToString(), self.config.compression, headers), headers
-
-    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
-        now = time.time_ns()
-        by_service: dict[str, list[LogRecord]] = {}
-        chunk: list[Record] = []
-        size = 0
-        default = self.default_service
-        for rec in records:
-            service = default or logfields.service(rec.fields) or "unknown_service"
-            by_service.setdefault(service, []).append(self._log_record(rec, now))
-            chunk.append(rec)
-            size += len(rec.raw) + 120
-            if size >= self.config.max_request_bytes:
-                yield *self._request(by_service), chunk
-                by_service, chunk, size = {}, [], 0
-        if chunk:
-            yield *self._request(by_service), chunk
+            scope_logs = [ScopeLogs(scope=SCOPE, log_records=log_records)]
+            request.resource_logs.append(ResourceLogs(resource=self.resource(service), scope_logs=scope_logs))
+        return request
 
     def accepted(self, response: Response, records: list[Record]) -> None:
-        if not response.body or "protobuf" not in response.headers.get("content-type", ""):
-            return
-        reply = ExportLogsServiceResponse.FromString(response.body)
-        rejected = reply.partial_success.rejected_log_records
-        if rejected:
-            self.context.metrics.dead_letters.labels(self.context.name).inc(rejected)
-            self.dead_letter.write(
-                self.context.name,
-                [],
-                f"partial success: {rejected} of {len(records)} "
-                f"records rejected: {reply.partial_success.error_message}",
-                response.status,
-            )
-            log.warning(
-                "%s: the receiver rejected %d of %d records: %s",
-                self.context.name,
-                rejected,
-                len(records),
-                reply.partial_success.error_message,
-            )
+        if response.body and "protobuf" in response.headers.get("content-type", ""):
+            reply = ExportLogsServiceResponse.FromString(response.body)
+            partial = reply.partial_success
+            self.rejected(partial.rejected_log_records, partial.error_message, records, response.status)

@@ -361,9 +361,11 @@ class TailSource(Source):
         if not data:
             return 0
         tracked.last_growth = time.monotonic()
+        start = tracked.read_offset
         tracked.read_offset += len(data)
-        tail_end = tracked.read_offset
-        tracked.sample = (tail_end, data[-SAMPLE:]) if len(data) >= SAMPLE else tracked.sample
+        end, previous = tracked.sample
+        tail = (previous + data[-SAMPLE:])[-SAMPLE:] if end == start else data[-SAMPLE:]
+        tracked.sample = (tracked.read_offset, tail)
         self._split(tracked, data, out, room)
         return len(data)
 

@@ -1,0 +1,285 @@
+"""``log_metrics``: turn log patterns, and legacy latency breakdowns, into Prometheus metrics.
+
+A rule matches a regex against the line's message (or against one field, ``field: a.b``) and
+counts, observes or sets a metric: the value comes from a capture group or a field, labels come
+from fields and are bounded (values past ``max_label_values`` fold into ``other``). Every rule
+carries an ``action``, the runbook line that ``obsbox slo build`` turns into alert annotations.
+
+A record with a ``LatencyBreakdown`` object (``NetworkMs``, ``SerializationMs``, ``SchedulerWaitMs``,
+any ``*Ms`` key) feeds ``obsbox_log_stage_duration_seconds{service, stage}``, so a legacy service
+gets the same stage-breakdown dashboard as an instrumented one.
+Threading: pipeline thread only; prometheus-client metrics are themselves thread-safe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from obsbox import conventions, logfields
+from obsbox.component import Processor
+from obsbox.config import build, load_yaml, parse_yaml
+from obsbox.record import Record
+
+STAGE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+@dataclass
+class ValueFrom:
+    group: int | None = None
+    field: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.group is None) == (self.field is None):
+            raise ValueError("value takes exactly one of group or field")
+
+
+@dataclass
+class AlertSpec:
+    """Fire when the metric's per-second rate over ``window`` exceeds ``threshold`` for ``for``."""
+
+    threshold: float = 0.0
+    window: str = "5m"
+    severity: Literal["page", "ticket"] = "ticket"
+    for_: str = "5m"
+
+
+@dataclass
+class Rule:
+    name: str
+    regex: str
+    metric: str
+    type: Literal["counter", "histogram", "gauge"] = "counter"
+    field: str | None = None
+    value: ValueFrom | None = None
+    scale: float = 1.0
+    buckets: list[float] = dataclasses.field(default_factory=lambda: list(STAGE_BUCKETS))
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    help: str = ""
+    action: str = ""
+    alert: AlertSpec | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            self.compiled = re.compile(self.regex)
+        except re.error as exc:
+            raise ValueError(f"rule {self.name!r}: invalid regex: {exc}") from None
+        if not _METRIC_NAME.fullmatch(self.metric):
+            raise ValueError(f"rule {self.name!r}: {self.metric!r} is not a valid Prometheus metric name")
+        if self.type == "counter" and not self.metric.endswith("_total"):
+            raise ValueError(f"rule {self.name!r}: counter names end in _total ({self.metric!r})")
+        if self.type != "counter" and self.value is None:
+            raise ValueError(f"rule {self.name!r}: a {self.type} needs value: {{group: N}} or {{field: NAME}}")
+        if self.value and self.value.group is not None and self.value.group > self.compiled.groups:
+            raise ValueError(f"rule {self.name!r}: the regex has no group {self.value.group}")
+
+    @property
+    def series(self) -> str:
+        """The series an alert counts: the counter itself, or a histogram's ``_count``."""
+        return self.metric if self.type == "counter" else f"{self.metric}_count"
+
+
+@dataclass
+class RuleFile:
+    rules: list[Rule]
+
+
+def _alert_keys(data: Any) -> Any:
+    """YAML says ``for:``; the dataclass field is ``for_`` (``for`` is a Python keyword)."""
+    for rule in data.get("rules", []) if isinstance(data, dict) else []:
+        alert = rule.get("alert") if isinstance(rule, dict) else None
+        if isinstance(alert, dict) and "for" in alert:
+            alert["for_"] = alert.pop("for")
+    return data
+
+
+def load_rules(path: str | Path | None = None) -> list[Rule]:
+    """Rules from a YAML file, or the shipped defaults when ``path`` is None."""
+    if path is None:
+        text = resources.files(__package__).joinpath("log_metrics.yaml").read_text(encoding="utf-8")
+        doc = parse_yaml(text, source="log_metrics.yaml (defaults)")
+    else:
+        doc = load_yaml(path)
+    return build(RuleFile, _alert_keys(doc.data), doc).rules
+
+
+@dataclass
+class LogMetricsConfig:
+    defaults: bool = True
+    rules_file: Path | None = None
+    rules: list[Rule] = dataclasses.field(default_factory=list)
+    breakdown_field: str | None = "LatencyBreakdown"
+    service: str | None = None
+    max_label_values: int = 50
+
+
+def stage_name(key: str) -> str | None:
+    """``SchedulerWaitMs`` → ``scheduler_wait``; None for keys that are not a ``*Ms`` duration."""
+    if len(key) < 3 or not key.lower().endswith("ms"):
+        return None
+    base = key[:-2].rstrip("_")
+    return _CAMEL.sub("_", base).lower() if base else None
+
+
+def lookup(fields: dict[str, Any], selector: str) -> Any:
+    """A field by exact key, else by dotted path into nested objects."""
+    if selector in fields:
+        return fields[selector]
+    value: Any = fields
+    for part in selector.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+class BoundedLabels:
+    """Label values per (metric, label), capped; the rest fold into ``other``."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.seen: dict[tuple[str, str], set[str]] = {}
+
+    def __call__(self, metric: str, label: str, value: Any) -> str:
+        text = value if isinstance(value, str) else ("" if value is None else str(value))
+        values = self.seen.setdefault((metric, label), set())
+        if text in values:
+            return text
+        if len(values) >= self.cap:
+            return "other"
+        values.add(text)
+        return text
+
+
+class LogMetricsProcessor(Processor):
+    type = "log_metrics"
+    Config = LogMetricsConfig
+
+    def __init__(self, config: LogMetricsConfig, context) -> None:
+        super().__init__(config, context)
+        self.rules = (
+            (load_rules() if config.defaults else [])
+            + (load_rules(config.rules_file) if config.rules_file else [])
+            + list(config.rules)
+        )
+        self.registry: CollectorRegistry = context.metrics.registry
+        self.bound = BoundedLabels(config.max_label_values)
+        self.instruments = {rule.name: self._instrument(rule) for rule in self.rules}
+        self.stages = None
+        if config.breakdown_field:
+            self.stages = self._shared(
+                conventions.LOG_STAGE_DURATION,
+                "histogram",
+                ["service", "stage"],
+                "Stage durations from legacy LatencyBreakdown log fields.",
+                STAGE_BUCKETS,
+            )
+
+    def _shared(self, name: str, kind: str, labels: list[str], help_text: str, buckets=STAGE_BUCKETS):
+        """One instrument per metric name in the registry, however many rules or bridges use it."""
+        existing = self.registry._names_to_collectors.get(name)
+        if existing is None and kind == "counter":
+            existing = self.registry._names_to_collectors.get(name.removesuffix("_total"))
+        if existing is not None:
+            if tuple(existing._labelnames) != tuple(labels):
+                raise ValueError(f"metric {name} is already defined with labels {existing._labelnames}")
+            return existing
+        if kind == "counter":
+            return Counter(name.removesuffix("_total"), help_text, labels, registry=self.registry)
+        if kind == "gauge":
+            return Gauge(name, help_text, labels, registry=self.registry)
+        return Histogram(name, help_text, labels, buckets=buckets, registry=self.registry)
+
+    def _instrument(self, rule: Rule):
+        return self._shared(
+            rule.metric, rule.type, sorted(rule.labels), rule.help or f"log rule {rule.name}", tuple(rule.buckets)
+        )
+
+    def _service(self, fields: dict[str, Any] | None) -> str:
+        return self.config.service or logfields.service(fields) or "unknown_service"
+
+    def process(self, records: list[Record]) -> list[Record]:
+        for rec in records:
+            fields = rec.fields
+            if self.rules:
+                self._rules(rec, fields)
+            if self.stages is not None and fields is not None:
+                breakdown = fields.get(self.config.breakdown_field)
+                if isinstance(breakdown, dict):
+                    self._breakdown(breakdown, fields)
+        return records
+
+    def _rules(self, rec: Record, fields: dict[str, Any] | None) -> None:
+        message = None
+        for rule in self.rules:
+            if rule.field is not None:
+                target = lookup(fields, rule.field) if fields is not None else None
+                text = target if isinstance(target, str) else (None if target is None else str(target))
+            else:
+                if message is None:
+                    message = (logfields.message(fields) if fields is not None else None) or rec.text()
+                text = message
+            if text is None:
+                continue
+            match = rule.compiled.search(text)
+            if match is None:
+                continue
+            value = 1.0
+            if rule.value is not None:
+                raw = (
+                    match.group(rule.value.group)
+                    if rule.value.group is not None
+                    else (lookup(fields, rule.value.field) if fields is not None else None)
+                )
+                value = number(raw)
+                if value is None:
+                    self.context.metrics.errors.labels("log_metrics_value").inc()
+                    continue
+                value *= rule.scale
+            instrument = self.instruments[rule.name]
+            if rule.labels:
+                instrument = instrument.labels(
+                    **{label: self._label(rule, label, selector, fields) for label, selector in rule.labels.items()}
+                )
+            if rule.type == "counter":
+                instrument.inc(value)
+            elif rule.type == "histogram":
+                instrument.observe(value)
+            else:
+                instrument.set(value)
+
+    def _label(self, rule: Rule, label: str, selector: str, fields: dict[str, Any] | None) -> str:
+        if selector == "service":
+            return self.bound(rule.metric, label, self._service(fields))
+        return self.bound(rule.metric, label, lookup(fields, selector) if fields is not None else None)
+
+    def _breakdown(self, breakdown: dict[str, Any], fields: dict[str, Any]) -> None:
+        service = self.bound(conventions.LOG_STAGE_DURATION, "service", self._service(fields))
+        for key, value in breakdown.items():
+            stage = stage_name(key)
+            ms = number(value)
+            if stage is None or ms is None or ms < 0:
+                continue
+            stage = self.bound(conventions.LOG_STAGE_DURATION, "stage", stage)
+            self.stages.labels(service, stage).observe(ms / 1000.0)

@@ -1,0 +1,98 @@
+"""Run bridge components in-process on a list of lines, with the real classes and registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.processors.parse import ParseProcessor
+from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
+
+from obsbox.component import Context
+from obsbox.config import build
+from obsbox.record import Origin, Record
+
+ORIGIN = Origin("/var/log/app.json", b"\x01" * 16)
+
+
+def context(name: str = "test", metrics: BridgeMetrics | None = None, state_dir: Path = Path(".")) -> Context:
+    return Context(name=name, metrics=metrics or BridgeMetrics(), state_dir=state_dir)
+
+
+def records(*lines: bytes, origin: Origin = ORIGIN) -> list[Record]:
+    out, offset = [], 0
+    for line in lines:
+        out.append(Record(line, origin, offset))
+        offset += len(line) + 1
+    return out
+
+
+def traced(*lines: bytes, **trace_options) -> list[Record]:
+    """Lines through ``parse`` and ``trace`` (config built the way YAML is)."""
+    ctx = context()
+    recs = ParseProcessor(None, ctx).process(records(*lines))
+    return TraceProcessor(build(TraceConfig, trace_options), ctx).process(recs)
+
+
+class Running:
+    """A Bridge running in a thread, with its memory sink, for tail tests."""
+
+    def __init__(
+        self,
+        include: list[str],
+        state_dir: Path,
+        once: bool = False,
+        sinks: dict | None = None,
+        processors: list[str] | None = None,
+        **tail_options,
+    ) -> None:
+        import threading
+
+        from obsbox.exporters.bridge import config as bridge_config
+        from obsbox.exporters.bridge.runner import Bridge
+
+        tail = {
+            "include": include,
+            "once": once,
+            "positions": str(state_dir / "positions.json"),
+            "poll_interval": 0.01,
+            "scan_interval": 0.05,
+            "rotate_wait": 0.5,
+            **tail_options,
+        }
+        processors = processors if processors is not None else ["parse", "trace"]
+        sinks = sinks or {"memory": {}}
+        data = {
+            "sources": {"tail": tail},
+            "processors": {p: {} for p in processors},
+            "sinks": sinks,
+            "pipelines": {
+                "logs": {
+                    "sources": ["tail"],
+                    "processors": processors,
+                    "sinks": list(sinks),
+                    "batch": {"max_records": 500, "timeout": 0.05},
+                }
+            },
+            "settings": {"state_dir": str(state_dir), "shutdown_timeout": 5, "progress": False},
+        }
+        self.bridge = Bridge(bridge_config.from_data(data))
+        self.sink = self.bridge.pipelines[0].sinks[0]
+        self.thread = threading.Thread(target=self.bridge.run, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.sink.records()
+            if len(got) >= count:
+                return got
+            time.sleep(0.05)
+        return self.sink.records()
+
+    def stop(self) -> None:
+        self.bridge.request_stop()
+        self.thread.join(15)
+        assert not self.thread.is_alive(), "the bridge did not stop within 15 s"

@@ -1,0 +1,226 @@
+"""The tail source against real files: rotation while writing, restarts, partial and overlong lines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.bridge.harness import Running
+
+
+def seqs(records) -> Counter:
+    return Counter(orjson.loads(r.raw)["seq"] for r in records)
+
+
+def assert_exactly_once(records, total: int) -> None:
+    counts = seqs(records)
+    missing = sorted(set(range(total)) - set(counts))
+    dups = sorted(s for s, n in counts.items() if n > 1)
+    assert not missing, f"{len(missing)} lines lost, first {missing[:10]}"
+    assert not dups, f"{len(dups)} lines duplicated, first {dups[:10]}"
+    assert len(records) == total
+
+
+class Writer(threading.Thread):
+    """Writes ``total`` JSON lines to ``path``, rotating every ``every`` lines the way logrotate does."""
+
+    def __init__(self, path: Path, total: int, every: int, mode: str, keep: int = 2, late_writes: int = 3) -> None:
+        super().__init__(daemon=True)
+        self.path, self.total, self.every, self.mode, self.keep, self.late = path, total, every, mode, keep, late_writes
+        self.rotations = 0
+
+    def shift(self) -> None:
+        """app.log.N-1 → app.log.N ... (the oldest is deleted)."""
+        oldest = self.path.with_name(f"{self.path.name}.{self.keep}")
+        if oldest.exists():
+            oldest.unlink()
+        for n in range(self.keep - 1, 0, -1):
+            src = self.path.with_name(f"{self.path.name}.{n}")
+            if src.exists():
+                src.rename(self.path.with_name(f"{self.path.name}.{n + 1}"))
+
+    def run(self) -> None:
+        fh = open(self.path, "ab", buffering=0)  # noqa: SIM115 - reopened on rotation
+        pending_late = 0
+        for seq in range(self.total):
+            fh.write(orjson.dumps({"seq": seq, "msg": "x" * (seq % 50), "ts": "2026-11-30T12:00:00Z"}) + b"\n")
+            if pending_late:
+                pending_late -= 1
+                if pending_late == 0:  # the application reopens its log after a few more lines
+                    fh.close()
+                    fh = open(self.path, "ab", buffering=0)  # noqa: SIM115
+            if seq and seq % self.every == 0:
+                self.rotations += 1
+                self.shift()
+                if self.mode == "rename":
+                    self.path.rename(self.path.with_name(self.path.name + ".1"))
+                    self.path.touch()
+                    pending_late = self.late
+                else:  # copytruncate: the writer keeps its fd (O_APPEND) and continues at 0
+                    shutil.copyfile(self.path, self.path.with_name(self.path.name + ".1"))
+                    os.truncate(self.path, 0)
+            if seq % 200 == 0:
+                time.sleep(0.01)
+        fh.close()
+
+
+@pytest.mark.parametrize("pattern", ["app.log", "app.log*"])
+def test_rename_and_create_while_writing_delivers_every_line_once(tmp_path, pattern):
+    log = tmp_path / "app.log"
+    log.touch()
+    total = 12_000
+    running = Running([str(tmp_path / pattern)], tmp_path / "state")
+    writer = Writer(log, total, every=1_500, mode="rename")
+    writer.start()
+    writer.join(60)
+    records = running.wait_for(total)
+    time.sleep(0.3)
+    running.stop()
+    assert writer.rotations >= 7
+    assert_exactly_once(running.sink.records(), total)
+
+
+def test_copytruncate_while_writing_delivers_every_line_once(tmp_path):
+    log = tmp_path / "app.log"
+    log.touch()
+    total = 12_000
+    running = Running([str(tmp_path / "app.log*")], tmp_path / "state")
+    writer = Writer(log, total, every=1_500, mode="copytruncate")
+    writer.start()
+    writer.join(60)
+    running.wait_for(total)
+    time.sleep(0.3)
+    running.stop()
+    assert writer.rotations >= 7
+    assert running.bridge.metrics.rotations.labels("copytruncate")._value.get() >= 1
+    assert_exactly_once(running.sink.records(), total)
+
+
+def test_partial_line_is_held_until_complete(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b'{"seq": 0}\n{"seq": ')
+    running = Running([str(log)], tmp_path / "state")
+    assert len(running.wait_for(1)) == 1
+    time.sleep(0.3)
+    assert len(running.sink.records()) == 1, "a partial line must not be emitted while its file is live"
+    with open(log, "ab") as fh:
+        fh.write(b'1, "late": true}\n')
+    records = running.wait_for(2)
+    running.stop()
+    assert [r.raw for r in records] == [b'{"seq": 0}', b'{"seq": 1, "late": true}']
+
+
+def test_once_emits_the_trailing_partial_line_and_keeps_its_offset(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b'{"seq": 0}\n{"seq": 1')
+    running = Running([str(log)], tmp_path / "state", once=True)
+    running.thread.join(10)
+    assert [r.raw for r in running.sink.records()] == [b'{"seq": 0}', b'{"seq": 1']
+    saved = orjson.loads((tmp_path / "state" / "positions.json").read_bytes())
+    assert saved["files"][0]["offset"] == len(b'{"seq": 0}\n'), "the partial line is read again next time"
+
+
+def test_overlong_lines_are_truncated_flagged_and_the_next_line_survives(tmp_path):
+    log = tmp_path / "app.log"
+    huge = b'{"blob": "' + b"a" * 300_000 + b'"}'
+    log.write_bytes(b'{"seq": 0}\n' + huge + b'\n{"seq": 2}\n')
+    running = Running([str(log)], tmp_path / "state", once=True, max_line_bytes=100_000, read_chunk_bytes=65_536)
+    running.thread.join(10)
+    recs = running.sink.records()
+    assert [len(r.raw) for r in recs] == [10, 100_000, 10]
+    assert recs[1].truncated and recs[1].parse_error == "truncated" and recs[1].raw == huge[:100_000]
+    assert recs[2].offset == 11 + len(huge) + 1
+    assert running.bridge.metrics.truncated._value.get() == 1
+
+
+def test_restart_resumes_from_acknowledged_positions(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(100)))
+    first = Running([str(log)], tmp_path / "state", once=True)
+    first.thread.join(10)
+    with open(log, "ab") as fh:
+        fh.write(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(100, 150)))
+    second = Running([str(log)], tmp_path / "state", once=True)
+    second.thread.join(10)
+    assert sorted(seqs(first.sink.records())) == list(range(100))
+    assert sorted(seqs(second.sink.records())) == list(range(100, 150))
+
+
+def test_new_files_matching_the_glob_are_picked_up(tmp_path):
+    running = Running([str(tmp_path / "*.json")], tmp_path / "state")
+    time.sleep(0.2)
+    for n in range(3):
+        (tmp_path / f"svc{n}.json").write_bytes(orjson.dumps({"seq": n}) + b"\n")
+    records = running.wait_for(3)
+    running.stop()
+    assert sorted(seqs(records)) == [0, 1, 2]
+
+
+def test_rename_while_stopped_drains_the_rotated_file_even_outside_the_glob(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(10)))
+    first = Running([str(log)], tmp_path / "state", once=True)
+    first.thread.join(10)
+    with open(log, "ab") as fh:  # written after the first run, then rotated away while the bridge is down
+        fh.write(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(10, 20)))
+    log.rename(tmp_path / "app.log-20261130")
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(20, 25)))
+    second = Running([str(log)], tmp_path / "state", once=True)
+    second.thread.join(10)
+    assert sorted(seqs(second.sink.records())) == list(range(10, 25))
+
+
+def test_copytruncate_while_stopped_reads_the_rest_from_the_copy(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i, "gen": 1}) + b"\n" for i in range(10)))
+    first = Running([str(tmp_path / "app.log*")], tmp_path / "state", once=True)
+    first.thread.join(10)
+    with open(log, "ab") as fh:
+        fh.write(b"".join(orjson.dumps({"seq": i, "gen": 1}) + b"\n" for i in range(10, 20)))
+    shutil.copyfile(log, tmp_path / "app.log.1")
+    log.write_bytes(b"".join(orjson.dumps({"seq": i, "gen": 2}) + b"\n" for i in range(20, 23)))
+    second = Running([str(tmp_path / "app.log*")], tmp_path / "state", once=True)
+    second.thread.join(10)
+    assert sorted(seqs(second.sink.records())) == list(range(10, 23))
+
+
+def test_a_file_sharing_only_its_first_line_is_not_mistaken_for_a_copy(tmp_path):
+    header = b'{"event": "start"}\n'
+    (tmp_path / "a.log").write_bytes(header + b'{"seq": 1}\n')
+    running = Running([str(tmp_path / "*.log")], tmp_path / "state")
+    running.wait_for(2)
+    (tmp_path / "b.log").write_bytes(
+        header
+        + b'{"seq": 2, "other": "content beyond the first line, long enough"}\n'
+        + b'{"seq": 3, "pad": "'
+        + b"p" * 80
+        + b'"}\n'
+    )
+    records = running.wait_for(5, timeout=10)
+    running.stop()
+    assert len(records) == 5, [r.raw for r in records]
+
+
+def test_two_fresh_runs_give_byte_identical_output(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i, "request_id": f"r{i % 7}"}) + b"\n" for i in range(500)))
+    outputs = []
+    for run in range(2):
+        out = tmp_path / f"out{run}.jsonl"
+        running = Running(
+            [str(log)],
+            tmp_path / f"state{run}",
+            once=True,
+            sinks={"file": {"path": str(out)}},
+            processors=["parse", "trace", "redact"],
+        )
+        running.thread.join(20)
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0].count(b"\n") == 500

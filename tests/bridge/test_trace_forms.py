@@ -1,0 +1,236 @@
+"""Every legacy trace-context form the bridge recognises, each with its exact expected W3C IDs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import orjson
+import pytest
+
+from tests.bridge.harness import ORIGIN, traced
+
+T32 = "4bf92f3577b34da6a3ce929d0e0e4736"
+S16 = "00f067aa0ba902b7"
+HEX32, HEX16 = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-f]{16}")
+
+
+def one(obj, **options):
+    (rec,) = traced(orjson.dumps(obj), **options)
+    assert HEX32.fullmatch(rec.trace_id) and HEX16.fullmatch(rec.span_id)
+    return rec
+
+
+def line_span(offset=0) -> str:
+    """The documented derivation: blake2b(fingerprint digest + offset) → trace (32 hex), span (16 hex)."""
+    digest = hashlib.blake2b(ORIGIN.key + offset.to_bytes(8, "big"), digest_size=24, person=b"obsbox-line")
+    return digest.hexdigest()[32:]
+
+
+def test_w3c_traceparent():
+    rec = one({"msg": "x", "traceparent": f"00-{T32}-{S16}-01"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+@pytest.mark.parametrize(
+    ("trace_key", "span_key"),
+    [("trace_id", "span_id"), ("traceId", "spanId"), ("traceID", "spanID"), ("TraceId", "SpanId")],
+)
+def test_plain_fields_any_spelling_uppercase_hex(trace_key, span_key):
+    rec = one({trace_key: T32.upper(), span_key: S16.upper()})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_otel_python_logging_names():
+    rec = one({"otelTraceID": T32, "otelSpanID": S16, "otelServiceName": "svc"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_otel_logging_invalid_zero_ids_fall_back_to_derivation():
+    rec = one({"otelTraceID": "0", "otelSpanID": "0"})
+    assert rec.span_id == line_span(0)
+
+
+def test_ecs_dotted():
+    rec = one({"trace.id": T32, "span.id": S16, "message": "m"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_ecs_nested():
+    rec = one({"trace": {"id": T32}, "span": {"id": S16}, "message": "m"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_serilog_clef():
+    rec = one({"@t": "2026-11-30T10:00:00Z", "@mt": "Hello {Name}", "@tr": T32, "@sp": S16})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_dotnet_activity_id_guid_with_parent_id():
+    rec = one({"ActivityId": "7A6E3F1C-9B2D-4E8F-A1B2-C3D4E5F60718", "ParentId": "53995c3f42cd8ad8"})
+    assert rec.trace_id == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
+    assert rec.parent_span_id == "53995c3f42cd8ad8"
+    assert rec.span_id == line_span(0)  # the line's own span, derived
+
+
+def test_dotnet_activity_id_with_w3c_parent_id():
+    rec = one({"ActivityId": "{7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718}", "ParentId": f"00-{T32}-{S16}-01"})
+    assert rec.trace_id == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
+    assert rec.parent_span_id == S16
+
+
+def test_dotnet_w3c_parent_id_alone_names_the_trace():
+    rec = one({"ParentId": f"00-{T32}-{S16}-01", "Message": "m"})
+    assert (rec.trace_id, rec.parent_span_id) == (T32, S16)
+
+
+def test_dotnet_hierarchical_request_id():
+    rec = one({"Request-Id": f"|{T32}.{S16}.", "Message": "m"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_zipkin_b3_multi_header_64_bit_trace_is_left_padded():
+    rec = one(
+        {
+            "X-B3-TraceId": "463ac35c9f6413ad",
+            "X-B3-SpanId": "a2fb4a1d1a96d312",
+            "X-B3-ParentSpanId": "0020000000000001",
+            "X-B3-Sampled": "1",
+        }
+    )
+    assert (rec.trace_id, rec.span_id) == ("0000000000000000463ac35c9f6413ad", "a2fb4a1d1a96d312")
+    assert rec.parent_span_id == "0020000000000001"
+
+
+def test_zipkin_b3_single_header():
+    rec = one({"b3": "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1-05e3ac9a4f6e3b90"})
+    assert (rec.trace_id, rec.span_id) == ("80f198ee56343ba864fe8b2a57d3eff7", "e457b5a2e4d86bd1")
+    assert rec.parent_span_id == "05e3ac9a4f6e3b90"
+
+
+def test_zipkin_b3_sampling_only_is_not_an_id():
+    rec = one({"b3": "0"})
+    assert rec.span_id == line_span(0)
+
+
+@pytest.mark.parametrize("value", [f"{T32}:{S16}:0:1", f"{T32}%3A{S16}%3A0%3A1"])
+def test_jaeger_uber_trace_id(value):
+    rec = one({"uber-trace-id": value})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_jaeger_short_ids_are_left_padded():
+    rec = one({"uber-trace-id": "463ac35c9f6413ad:2fb4a1d1a96d312:0:1"})
+    assert (rec.trace_id, rec.span_id) == ("0000000000000000463ac35c9f6413ad", "02fb4a1d1a96d312")
+
+
+def test_aws_xray_header():
+    rec = one({"X-Amzn-Trace-Id": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"})
+    assert (rec.trace_id, rec.span_id) == ("5759e988bd862e3fe1be46a994272793", "53995c3f42cd8ad8")
+
+
+def test_aws_xray_bare_trace_id():
+    rec = one({"xray_trace_id": "1-5759e988-bd862e3fe1be46a994272793"})
+    assert rec.trace_id == "5759e988bd862e3fe1be46a994272793"
+
+
+def test_datadog_decimal_ids_are_the_low_half():
+    # 1234567890123456789 = 0x112210f47de98115, 987654321 = 0x3ade68b1
+    rec = one({"dd.trace_id": "1234567890123456789", "dd.span_id": "987654321", "message": "m"})
+    assert (rec.trace_id, rec.span_id) == ("0000000000000000112210f47de98115", "000000003ade68b1")
+
+
+def test_datadog_nested_numbers():
+    rec = one({"dd": {"trace_id": 1234567890123456789, "span_id": 987654321, "service": "web"}})
+    assert (rec.trace_id, rec.span_id) == ("0000000000000000112210f47de98115", "000000003ade68b1")
+
+
+def test_datadog_nested_decimal_is_not_read_as_hex():
+    # 16 decimal digits would also be valid hex: the dd prefix decides
+    rec = one({"dd": {"trace_id": "1000000000000000"}})
+    assert rec.trace_id == format(1000000000000000, "032x")
+
+
+def test_google_cloud_logging():
+    rec = one(
+        {
+            "logging.googleapis.com/trace": f"projects/my-proj/traces/{T32}",
+            "logging.googleapis.com/spanId": S16,
+            "severity": "INFO",
+        }
+    )
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_nested_headers_object():
+    rec = one({"request": {"headers": {"traceparent": f"00-{T32}-{S16}-01"}}, "msg": "m"})
+    assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_top_level_wins_over_nested():
+    other = "11111111111111111111111111111111"
+    rec = one({"trace_id": T32, "span_id": S16, "ctx": {"trace_id": other, "span_id": "2222222222222222"}})
+    assert rec.trace_id == T32
+
+
+@pytest.mark.parametrize("bad", ["", "zz", "0" * 32, "x" * 40, 42, None, ["a"], f"00-{'0' * 32}-{S16}-01"])
+def test_malformed_values_are_ignored_and_ids_derived(bad):
+    rec = one({"trace_id": bad, "traceparent": bad})
+    assert rec.span_id == line_span(0)
+
+
+def test_correlation_key_shares_the_trace_and_keeps_spans_apart():
+    lines = [orjson.dumps({"request_id": "req-42", "step": i}) for i in range(3)]
+    recs = traced(*lines, correlation_keys=["request_id"])
+    expected = hashlib.blake2b(b"req-42", digest_size=16, person=b"obsbox-corr").hexdigest()
+    assert {r.trace_id for r in recs} == {expected}
+    assert len({r.span_id for r in recs}) == 3
+
+
+def test_correlation_key_nested_path_and_order():
+    recs = traced(
+        orjson.dumps({"ctx": {"session": "s-1"}}),
+        orjson.dumps({"request_id": "r-9", "ctx": {"session": "s-1"}}),
+        correlation_keys=["request_id", "ctx.session"],
+    )
+    assert recs[0].trace_id == hashlib.blake2b(b"s-1", digest_size=16, person=b"obsbox-corr").hexdigest()
+    assert recs[1].trace_id == hashlib.blake2b(b"r-9", digest_size=16, person=b"obsbox-corr").hexdigest()
+
+
+def test_line_identity_derivation_is_stable_and_distinct():
+    first = traced(b'{"a":1}', b'{"a":1}')
+    again = traced(b'{"a":1}', b'{"a":1}')
+    assert [(r.trace_id, r.span_id) for r in first] == [(r.trace_id, r.span_id) for r in again]
+    assert first[0].trace_id != first[1].trace_id  # same content, different offsets
+
+
+def test_injection_keeps_every_original_byte_and_appends_ids():
+    raw = b'{"n": 1.0, "big": 123456789012345678901234567890, "esc": "\\u00e9", "ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
+    (rec,) = traced(raw)
+    assert rec.out.startswith(raw[:-1])
+    assert orjson.loads(rec.out)["trace_id"] == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
+
+
+def test_configured_output_field_names():
+    (rec,) = traced(
+        orjson.dumps({"traceparent": f"00-{T32}-{S16}-01"}), trace_id_field="TraceId", span_id_field="SpanId"
+    )
+    out = orjson.loads(rec.out)
+    assert (out["TraceId"], out["SpanId"]) == (T32, S16)
+
+
+def test_conflicting_existing_output_field_is_rewritten():
+    (rec,) = traced(orjson.dumps({"trace_id": "463ac35c9f6413ad", "span_id": S16}))
+    out = orjson.loads(rec.out)
+    assert out["trace_id"] == "0000000000000000463ac35c9f6413ad"
+    assert list(out) == ["trace_id", "span_id"]
+
+
+def test_line_already_in_output_form_is_left_alone():
+    (rec,) = traced(orjson.dumps({"trace_id": T32, "span_id": S16}))
+    assert rec.out is None and rec.line() == orjson.dumps({"trace_id": T32, "span_id": S16})
+
+
+def test_empty_object_gets_ids_without_a_leading_comma():
+    (rec,) = traced(b"{}")
+    assert set(orjson.loads(rec.out)) == {"trace_id", "span_id"}
