@@ -14,6 +14,9 @@ from obsbox.config import ConfigError
 # (grafanalib, matplotlib, uvicorn) inside the command functions.
 COMMANDS = {
     "bridge": "obsbox.exporters.bridge.cli",
+    "slo": "obsbox.slo.cli",
+    "dashboards": "obsbox.dashboards.cli",
+    "report": "obsbox.dashboards.report_cli",
 }
 
 
@@ -29,9 +32,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="what obsbox itself logs to stderr (default: WARNING)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS.values():
-        importlib.import_module(module).register(sub)
+    for name, module in COMMANDS.items():
+        try:
+            importlib.import_module(module).register(sub)
+        except ImportError as exc:  # one broken or missing extra must not take the other commands down
+            unavailable = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
+            unavailable.add_argument("rest", nargs=argparse.REMAINDER)
+            unavailable.set_defaults(func=_unavailable(name, exc))
     return parser
+
+
+def _unavailable(name: str, exc: ImportError):
+    def explain(_args: argparse.Namespace) -> int:
+        print(
+            f"obsbox {name}: cannot load this command: {exc}. Reinstall obsbox (pip install obsbox) "
+            "or the extra that provides it.",
+            file=sys.stderr,
+        )
+        return 2
+
+    return explain
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -138,7 +138,7 @@ def _convert(tp: Any, value: Any, doc: Document, path: KeyPath) -> Any:  # noqa:
         try:
             value = expand_env(value)
         except KeyError as missing:
-            raise doc.error(path, f"environment variable {missing} is not set and has no default") from None
+            raise doc.error(path, f"environment variable {missing.args[0]} is not set and has no default") from None
     origin = get_origin(tp)
     if dataclasses.is_dataclass(tp):
         return _dataclass(tp, value, doc, path)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
+from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.processors.parse import ParseProcessor
 from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
+from obsbox.exporters.bridge.runner import Bridge
 
 from obsbox.component import Context
 from obsbox.config import build
@@ -46,11 +50,6 @@ class Running:
         processors: list[str] | None = None,
         **tail_options,
     ) -> None:
-        import threading
-
-        from obsbox.exporters.bridge import config as bridge_config
-        from obsbox.exporters.bridge.runner import Bridge
-
         tail = {
             "include": include,
             "once": once,
@@ -82,8 +81,6 @@ class Running:
         self.thread.start()
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list:
-        import time
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = self.sink.records()

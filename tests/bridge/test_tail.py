@@ -31,7 +31,7 @@ def assert_exactly_once(records, total: int) -> None:
 class Writer(threading.Thread):
     """Writes ``total`` JSON lines to ``path``, rotating every ``every`` lines the way logrotate does."""
 
-    def __init__(self, path: Path, total: int, every: int, mode: str, keep: int = 2, late_writes: int = 3) -> None:
+    def __init__(self, path: Path, total: int, *, every: int, mode: str, keep: int = 2, late_writes: int = 3) -> None:
         super().__init__(daemon=True)
         self.path, self.total, self.every, self.mode, self.keep, self.late = path, total, every, mode, keep, late_writes
         self.rotations = 0
@@ -80,7 +80,7 @@ def test_rename_and_create_while_writing_delivers_every_line_once(tmp_path, patt
     writer = Writer(log, total, every=1_500, mode="rename")
     writer.start()
     writer.join(60)
-    records = running.wait_for(total)
+    running.wait_for(total)
     time.sleep(0.3)
     running.stop()
     assert writer.rotations >= 7

@@ -22,9 +22,9 @@ def one(obj, **options):
 
 
 def line_span(offset=0) -> str:
-    """The documented derivation: blake2b(fingerprint digest + offset) → trace (32 hex), span (16 hex)."""
-    digest = hashlib.blake2b(ORIGIN.key + offset.to_bytes(8, "big"), digest_size=24, person=b"obsbox-line")
-    return digest.hexdigest()[32:]
+    """The documented derivation: blake2b-64 of (fingerprint digest, 8-byte big-endian offset)."""
+    identity = ORIGIN.key + offset.to_bytes(8, "big")
+    return hashlib.blake2b(identity, digest_size=8, person=b"obsbox-span").hexdigest()
 
 
 def test_w3c_traceparent():
@@ -205,7 +205,10 @@ def test_line_identity_derivation_is_stable_and_distinct():
 
 
 def test_injection_keeps_every_original_byte_and_appends_ids():
-    raw = b'{"n": 1.0, "big": 123456789012345678901234567890, "esc": "\\u00e9", "ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
+    raw = (
+        b'{"n": 1.0, "big": 123456789012345678901234567890, "esc": "\\u00e9", '
+        b'"ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
+    )
     (rec,) = traced(raw)
     assert rec.out.startswith(raw[:-1])
     assert orjson.loads(rec.out)["trace_id"] == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"

@@ -25,6 +25,7 @@ from obsbox.component import Processor
 from obsbox.record import Record
 
 _CACHE_LIMIT = 50_000
+_STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
 
 
 @dataclass
@@ -46,8 +47,15 @@ class TraceConfig:
 
 def line_ids(origin_key: bytes, offset: int) -> tuple[str, str]:
     """The IDs of a line derived from its identity: (trace ID, span ID)."""
-    digest = hashlib.blake2b(origin_key + offset.to_bytes(8, "big"), digest_size=24, person=b"obsbox-line").hexdigest()
-    return _nonzero(digest[:32]), _nonzero(digest[32:])
+    identity = origin_key + offset.to_bytes(8, "big")
+    trace = hashlib.blake2b(identity, digest_size=16, person=b"obsbox-trace").hexdigest()
+    return _nonzero(trace), line_span_id(origin_key, offset, identity)
+
+
+def line_span_id(origin_key: bytes, offset: int, identity: bytes | None = None) -> str:
+    """The line's own span ID: blake2b-64 of (file fingerprint digest, 8-byte big-endian offset)."""
+    identity = identity or origin_key + offset.to_bytes(8, "big")
+    return _nonzero(hashlib.blake2b(identity, digest_size=8, person=b"obsbox-span").hexdigest())
 
 
 def correlation_trace_id(value: str) -> str:
@@ -68,6 +76,11 @@ class TraceProcessor(Processor):
     def __init__(self, config: TraceConfig, context) -> None:
         super().__init__(config, context)
         self.forms = [(name, traceforms.FORMS[name]) for name in config.forms]
+        # normalized key → indexes (priority order) of the enabled forms it can trigger
+        self.key_forms: dict[str, tuple[int, ...]] = {}
+        for index, name in enumerate(config.forms):
+            for key in traceforms.TRIGGERS[name]:
+                self.key_forms[key] = (*self.key_forms.get(key, ()), index)
         self.norm: dict[str, str] = {}  # raw key → normalized key, for every key seen
         self.id_spellings: set[str] = set()  # raw keys whose normalized form a trace form reads
         self.tf, self.sf = config.trace_id_field, config.span_id_field
@@ -94,9 +107,20 @@ class TraceProcessor(Processor):
             self._learn(keys)
         norm = self.norm
         found = {norm[k]: fields[k] for k in keys & self.id_spellings}
-        if not found or not any(k in found for k in ("traceid", "traceparent", "activityid")):
+        if _STRONG.isdisjoint(found):
             self._nested(fields, found)
         return found
+
+    def _read_forms(self, found: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
+        """The first enabled form, by priority, that reads a valid trace ID from ``found``."""
+        key_forms = self.key_forms
+        candidates = {index for key in found for index in key_forms.get(key, ())}
+        for index in sorted(candidates):
+            name, read = self.forms[index]
+            ctx = read(found)
+            if ctx is not None:
+                return ctx, name
+        return None, "derived_line"
 
     def _nested(self, fields: dict[str, Any], found: dict[str, Any]) -> None:
         """Breadth-first through nested objects; a shallower key wins over a deeper one."""
@@ -133,34 +157,26 @@ class TraceProcessor(Processor):
 
     def process(self, records: list[Record]) -> list[Record]:
         sources: Counter[str] = Counter()
-        forms = self.forms
         inject = self.config.inject
         for rec in records:
             fields = rec.fields
-            ctx = None
-            source = "derived_line"
+            ctx, source = None, "derived_line"
             if fields is not None:
                 found = self._found(fields)
                 if found:
-                    for name, read in forms:
-                        ctx = read(found)
-                        if ctx is not None:
-                            source = name
-                            break
-                if ctx is None:
-                    value = self._correlation(fields) if self.correlation else None
+                    ctx, source = self._read_forms(found)
+                if ctx is None and self.correlation:
+                    value = self._correlation(fields)
                     if value is not None:
-                        trace, span = correlation_trace_id(value), line_ids(rec.origin.key, rec.offset)[1]
-                        ctx = traceforms.Context(trace, span)
-                        source = "derived_key"
-                if ctx is not None and ctx.span_id is None and "spanid" in found:
-                    ctx = ctx._replace(span_id=traceforms.hex_id(found["spanid"], 16))
+                        ctx, source = (correlation_trace_id(value), None, None), "derived_key"
+                if ctx is not None and ctx[1] is None and "spanid" in found:
+                    ctx = (ctx[0], traceforms.hex_id(found["spanid"], 16), ctx[2])
             if ctx is None:
                 rec.trace_id, rec.span_id = line_ids(rec.origin.key, rec.offset)
             else:
-                rec.trace_id = ctx.trace_id
-                rec.span_id = ctx.span_id or line_ids(rec.origin.key, rec.offset)[1]
-                rec.parent_span_id = ctx.parent_span_id
+                rec.trace_id, rec.span_id, rec.parent_span_id = ctx
+                if rec.span_id is None:
+                    rec.span_id = line_span_id(rec.origin.key, rec.offset)
             sources[source] += 1
             if inject and fields is not None:
                 self._inject(rec, fields)

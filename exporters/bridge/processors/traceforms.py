@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 _HEX = re.compile(r"[0-9a-f]+")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_ZEROS = {16: "0" * 16, 32: "0" * 32}
 _GUID = re.compile(r"\{?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})\}?")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?")
 _HIERARCHICAL = re.compile(r"\|([0-9a-f]{32})\.(?:([0-9a-f]{16})[._])?.*")
@@ -21,12 +23,9 @@ _GCP_TRACE = re.compile(r"(?:projects/[^/]+/traces/)?([0-9a-f]{32})")
 _U64 = 1 << 64
 
 
-class Context(NamedTuple):
-    """What a form found. ``span_id`` and ``parent_span_id`` may be None."""
-
-    trace_id: str
-    span_id: str | None
-    parent_span_id: str | None = None
+# What a form found: (trace ID, span ID or None, parent span ID or None). A plain tuple: this is built
+# for every line, and a NamedTuple costs several times more.
+Context = tuple[str, str | None, str | None]
 
 
 def normalize_key(key: str) -> str:
@@ -42,11 +41,14 @@ def hex_id(value: Any, width: int) -> str | None:
     if not 0 < len(text) <= width or not _HEX.fullmatch(text):
         return None
     text = text.rjust(width, "0")
-    return None if text.count("0") == width else text
+    return None if text == _ZEROS[width] else text
 
 
 def trace_hex(value: Any) -> str | None:
     """A trace ID in plain hex (32 or 16 digits) or as a GUID."""
+    if isinstance(value, str) and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the common GUID
+        text = value.replace("-", "").lower()
+        return text if _HEX32.fullmatch(text) and text != _ZEROS[32] else None
     if isinstance(value, str) and len(value) > 32:
         guid = _GUID.fullmatch(value.strip().lower())
         return nonzero("".join(guid.groups()), 32) if guid else None
@@ -54,7 +56,7 @@ def trace_hex(value: Any) -> str | None:
 
 
 def nonzero(text: str, width: int) -> str | None:
-    return None if text.count("0") == width else text
+    return None if text == _ZEROS[width] else text
 
 
 def decimal_u64(value: Any) -> int | None:
@@ -78,7 +80,7 @@ def traceparent(value: Any) -> Context | None:
     if not m or m.group(1) == "ff":
         return None
     trace, span = nonzero(m.group(2), 32), nonzero(m.group(3), 16)
-    return Context(trace, span) if trace and span else None
+    return (trace, span, None) if trace and span else None
 
 
 def request_id(value: Any) -> Context | None:
@@ -88,7 +90,7 @@ def request_id(value: Any) -> Context | None:
     m = _HIERARCHICAL.fullmatch(value.strip().lower())
     if not m or not nonzero(m.group(1), 32):
         return None
-    return Context(m.group(1), hex_id(m.group(2), 16) if m.group(2) else None)
+    return (m.group(1), hex_id(m.group(2), 16) if m.group(2) else None, None)
 
 
 def activity_id(value: Any) -> Context | None:
@@ -101,14 +103,14 @@ def activity_id(value: Any) -> Context | None:
     if len(text) >= 55 and text[2:3] == "-":
         return traceparent(text)
     trace = trace_hex(text) if len(text) >= 32 else None
-    return Context(trace, None) if trace else None
+    return (trace, None, None) if trace else None
 
 
 def parent_span(value: Any) -> str | None:
     """.NET ``ParentId``: a W3C traceparent, a hierarchical ID, or a bare 16-hex span ID."""
     found = activity_id(value) if isinstance(value, str) and len(value) > 16 else None
     if found is not None:
-        return found.span_id
+        return found[1]
     return hex_id(value, 16) if isinstance(value, str) and len(value.strip()) == 16 else None
 
 
@@ -123,7 +125,7 @@ def b3_single(value: Any) -> Context | None:
     if not trace or not span or len(parts[0]) not in (16, 32) or len(parts[1]) != 16:
         return None
     parent = hex_id(parts[3], 16) if len(parts) > 3 else None
-    return Context(trace, span, parent)
+    return (trace, span, parent)
 
 
 def uber_trace_id(value: Any) -> Context | None:
@@ -136,7 +138,7 @@ def uber_trace_id(value: Any) -> Context | None:
     trace, span = hex_id(parts[0], 32), hex_id(parts[1], 16)
     if not trace or not span:
         return None
-    return Context(trace, span, hex_id(parts[2], 16))
+    return (trace, span, hex_id(parts[2], 16))
 
 
 def xray(value: Any) -> Context | None:
@@ -155,7 +157,7 @@ def xray(value: Any) -> Context | None:
     if not m:
         return None
     trace = nonzero(m.group(1) + m.group(2), 32)
-    return Context(trace, hex_id(fields.get("parent"), 16)) if trace else None
+    return (trace, hex_id(fields.get("parent"), 16), None) if trace else None
 
 
 def datadog(trace_value: Any, span_value: Any) -> Context | None:
@@ -169,7 +171,7 @@ def datadog(trace_value: Any, span_value: Any) -> Context | None:
     else:
         return None
     span = decimal_u64(span_value)
-    return Context(trace, format(span, "016x") if span is not None else None) if trace else None
+    return (trace, format(span, "016x") if span is not None else None, None) if trace else None
 
 
 def gcp(trace_value: Any, span_value: Any) -> Context | None:
@@ -178,13 +180,13 @@ def gcp(trace_value: Any, span_value: Any) -> Context | None:
         return None
     m = _GCP_TRACE.fullmatch(trace_value.strip().lower())
     trace = nonzero(m.group(1), 32) if m else None
-    return Context(trace, hex_id(span_value, 16)) if trace else None
+    return (trace, hex_id(span_value, 16), None) if trace else None
 
 
 def _pair(trace_key: str, span_key: str) -> Callable[[Mapping[str, Any]], Context | None]:
     def read(found: Mapping[str, Any]) -> Context | None:
         trace = trace_hex(found.get(trace_key))
-        return Context(trace, hex_id(found.get(span_key), 16)) if trace else None
+        return (trace, hex_id(found.get(span_key), 16), None) if trace else None
 
     return read
 
@@ -196,10 +198,9 @@ def _one(key: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[
 def _activity(found: Mapping[str, Any]) -> Context | None:
     ctx = activity_id(found["activityid"]) if "activityid" in found else None
     parent = parent_span(found.get("parentid"))
-    if ctx is None and "parentid" in found and isinstance(found["parentid"], str):
-        inherited = activity_id(found["parentid"])  # a W3C ParentId names the trace as well
-        ctx = Context(inherited.trace_id, None) if inherited else None
-    return ctx._replace(parent_span_id=parent) if ctx and parent else ctx
+    if ctx is None and isinstance(found.get("parentid"), str):
+        ctx = activity_id(found["parentid"])  # a W3C ParentId names the trace as well
+    return (ctx[0], ctx[1] if "activityid" in found else None, parent) if ctx else None
 
 
 def _b3(found: Mapping[str, Any]) -> Context | None:
@@ -211,7 +212,7 @@ def _b3(found: Mapping[str, Any]) -> Context | None:
     trace_id = hex_id(trace, 32)
     if not trace_id:
         return None
-    return Context(trace_id, hex_id(found.get("xb3spanid"), 16), hex_id(found.get("xb3parentspanid"), 16))
+    return (trace_id, hex_id(found.get("xb3spanid"), 16), hex_id(found.get("xb3parentspanid"), 16))
 
 
 def _first(*keys: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
@@ -227,7 +228,8 @@ def _first(*keys: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapp
 GCP_TRACE = normalize_key("logging.googleapis.com/trace")
 GCP_SPAN = normalize_key("logging.googleapis.com/spanId")
 
-# Form name → (reader over the normalized keys found in a line). Checked in this order.
+# Form name → reader over the normalized keys found in a line. Checked in this order, and only when
+# the line has one of the form's keys (TRIGGERS).
 FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "w3c": _one("traceparent", traceparent),
     "plain": _pair("traceid", "spanid"),
@@ -242,30 +244,21 @@ FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "gcp": lambda found: gcp(found[GCP_TRACE], found.get(GCP_SPAN)) if GCP_TRACE in found else None,
 }
 
+# The keys that make each form worth reading.
+TRIGGERS: dict[str, tuple[str, ...]] = {
+    "w3c": ("traceparent",),
+    "plain": ("traceid",),
+    "otel_logging": ("oteltraceid",),
+    "clef": ("@tr",),
+    "request_id": ("requestid",),
+    "activity_id": ("activityid", "parentid"),
+    "b3": ("b3", "xb3traceid"),
+    "jaeger": ("ubertraceid",),
+    "xray": ("xamzntraceid", "xraytraceid", "awsxraytraceid"),
+    "datadog": ("ddtraceid",),
+    "gcp": (GCP_TRACE,),
+}
+SPAN_KEYS = ("spanid", "otelspanid", "@sp", "xb3spanid", "xb3parentspanid", "ddspanid", GCP_SPAN)
+
 # Every normalized key any form reads.
-KEYS = frozenset(
-    {
-        "traceparent",
-        "traceid",
-        "spanid",
-        "oteltraceid",
-        "otelspanid",
-        "@tr",
-        "@sp",
-        "requestid",
-        "activityid",
-        "parentid",
-        "b3",
-        "xb3traceid",
-        "xb3spanid",
-        "xb3parentspanid",
-        "ubertraceid",
-        "xamzntraceid",
-        "xraytraceid",
-        "awsxraytraceid",
-        "ddtraceid",
-        "ddspanid",
-        GCP_TRACE,
-        GCP_SPAN,
-    }
-)
+KEYS = frozenset({key for keys in TRIGGERS.values() for key in keys} | set(SPAN_KEYS))

@@ -119,6 +119,7 @@ class TailSource(Source):
         self.rr = 0  # round-robin start, so one busy file cannot starve the others
         self.started = False
         self.total_bytes = self.start_bytes = 0
+        self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
 
     # ---------------------------------------------------------------- discovery
 
@@ -298,6 +299,7 @@ class TailSource(Source):
                 self._forget(key, tracked)
 
     def _forget(self, key: tuple[int, int], tracked: Tracked) -> None:
+        self.closed_bytes += tracked.read_offset
         os.close(tracked.fd)
         del self.files[key]
         del self.by_id[tracked.id]
@@ -494,11 +496,11 @@ class TailSource(Source):
         return True
 
     def progress(self) -> tuple[int, int]:
-        done = sum(f.read_offset for f in self.files.values()) - self.start_bytes
+        done = self.closed_bytes + sum(f.read_offset for f in self.files.values()) - self.start_bytes
         return max(0, done), max(0, self.total_bytes - self.start_bytes)
 
     def shutdown(self) -> None:
-        for tracked in self.files.values():
-            os.close(tracked.fd)
+        for key, tracked in list(self.files.items()):
+            self._forget(key, tracked)
         self.files.clear()
         self.by_id.clear()

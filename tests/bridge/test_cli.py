@@ -1,0 +1,199 @@
+"""``obsbox bridge`` as a user runs it: a real subprocess, signals, the metrics endpoint, promtool."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import orjson
+import pytest
+
+from obsbox.exporters.bridge.progress import Progress, human_bytes
+from obsbox.exporters.bridge.receiver import Receiver
+from tests.bridge.harness import Running
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bridge(*args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "obsbox", "bridge", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs
+    )
+
+
+def wait_until(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def lines(n: int, start: int = 0) -> bytes:
+    return b"".join(orjson.dumps({"seq": i, "level": "info", "msg": f"line {i}"}) + b"\n" for i in range(start, n))
+
+
+def test_sigterm_delivers_what_was_read_saves_positions_and_exits_0(tmp_path):
+    log, out, positions = tmp_path / "app.log", tmp_path / "out.jsonl", tmp_path / "pos.json"
+    log.write_bytes(lines(1000))
+    proc = bridge(str(log), "--to", f"file:{out}", "--positions", str(positions))
+    assert wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") == 1000)
+    with open(log, "ab") as fh:
+        fh.write(lines(1500, 1000))
+    assert wait_until(lambda: out.read_bytes().count(b"\n") == 1500)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 0, proc.stderr.read().decode()
+    saved = orjson.loads(positions.read_bytes())["files"]
+    assert saved[0]["offset"] == log.stat().st_size
+    restarted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "obsbox",
+            "bridge",
+            str(log),
+            "--once",
+            "--to",
+            f"file:{out}",
+            "--positions",
+            str(positions),
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert restarted.returncode == 0 and out.read_bytes().count(b"\n") == 1500, "nothing is read twice"
+
+
+def test_sigterm_while_the_sink_is_down_exits_0_within_the_shutdown_timeout_and_keeps_offsets(tmp_path):
+    rx = Receiver().start()
+    rx.refuse(503)
+    log, positions = tmp_path / "app.log", tmp_path / "pos.json"
+    log.write_bytes(lines(200))
+    proc = bridge(str(log), "--to", f"otlp:{rx.url}", "--positions", str(positions))
+    try:
+        assert wait_until(lambda: len(rx.requests) >= 2)
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert proc.wait(30) == 0
+        assert time.monotonic() - started < 15
+        assert not positions.exists() or orjson.loads(positions.read_bytes())["files"][0]["offset"] == 0
+        rx.accept()
+        again = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "obsbox",
+                "bridge",
+                str(log),
+                "--once",
+                "--to",
+                f"otlp:{rx.url}",
+                "--positions",
+                str(positions),
+            ],
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+        assert again.returncode == 0
+        assert rx.total() == 200, "the undelivered batch is sent by the next run"
+    finally:
+        proc.kill()
+        rx.stop()
+
+
+def test_stdout_is_the_default_sink_and_non_json_passes_byte_for_byte(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b'{"a": 1}\nnot json \x00 \xff\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "obsbox", "bridge", str(log), "--once", "--no-positions"],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0
+    first, second = result.stdout.splitlines()
+    assert orjson.loads(first)["a"] == 1 and len(orjson.loads(first)["trace_id"]) == 32
+    assert second == b"not json \x00 \xff"
+
+
+def test_a_closed_stdout_pipe_stops_the_bridge_cleanly(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(lines(200_000))
+    head = subprocess.run(
+        f"{sys.executable} -m obsbox bridge {log} --once --no-positions | head -n 3",
+        shell=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert head.stdout.count(b"\n") == 3
+    assert b"Traceback" not in head.stderr
+
+
+def test_metrics_endpoint_passes_promtool_and_counts(tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed: scripts/test installs Debian's prometheus package")
+    log = tmp_path / "app.log"
+    log.write_bytes(lines(300) + b"garbage\n" + b'{"auth": "Bearer abcdefghijklmnopqrstuvwx"}\n')
+    port = free_port()
+    proc = bridge(str(log), "--to", f"file:{tmp_path / 'out.jsonl'}", "--no-positions", "--metrics-port", str(port))
+    try:
+
+        def scrape() -> str:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                return resp.read().decode()
+
+        assert wait_until(lambda: _safe(scrape) and 'obsbox_bridge_lines_shipped_total{sink="file"} 302.0' in scrape())
+        text = scrape()
+        for needle in (
+            'obsbox_bridge_lines_read_total{pipeline="logs"} 302.0',
+            'obsbox_bridge_parse_errors_total{reason="invalid_json"} 1.0',
+            'obsbox_bridge_redactions_total{rule="bearer"} 1.0',
+            f'obsbox_bridge_lag_bytes{{path="{log}"}} 0.0',
+            "obsbox_bridge_batch_duration_seconds_bucket",
+        ):
+            assert needle in text, needle
+        check = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(15)
+
+
+def _safe(fn) -> bool:
+    try:
+        fn()
+        return True
+    except OSError:
+        return False
+
+
+def test_progress_bar_shows_bytes_rate_and_fraction(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(lines(20_000))
+    running = Running([str(log)], tmp_path / "state", once=True)
+    running.thread.join(30)
+    stream = io.StringIO()
+    bar = Progress(running.bridge.pipelines[0].sources, stream=stream, interval=0)
+    bar.update(20_000)
+    bar.finish()
+    size = human_bytes(log.stat().st_size)
+    shown = stream.getvalue()
+    assert f"{size}/{size}" in shown and "100.0%" in shown and "20,000 lines" in shown
+    assert shown.endswith("\n")
