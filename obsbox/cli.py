@@ -33,13 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
-        try:
-            importlib.import_module(module).register(sub)
-        except ImportError as exc:  # one broken or missing extra must not take the other commands down
-            unavailable = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
-            unavailable.add_argument("rest", nargs=argparse.REMAINDER)
-            unavailable.set_defaults(func=_unavailable(name, exc))
+        _register(sub, name, module)
     return parser
+
+
+def _register(sub: argparse._SubParsersAction, name: str, module: str) -> None:
+    try:
+        importlib.import_module(module).register(sub)
+    except ImportError as exc:  # one broken or missing extra must not take the other commands down
+        unavailable = sub.add_parser(name, help=f"(unavailable: {exc})", add_help=False)
+        unavailable.add_argument("rest", nargs=argparse.REMAINDER)
+        unavailable.set_defaults(func=_unavailable(name, exc))
 
 
 def _unavailable(name: str, exc: ImportError):

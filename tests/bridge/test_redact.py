@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
-
-from obsbox.config import build
 from obsbox.exporters.bridge.processors import redact
 from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
+
+from obsbox.config import build
 from tests.bridge.harness import context, traced
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
