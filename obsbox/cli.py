@@ -14,6 +14,8 @@ from obsbox.config import ConfigError
 # (grafanalib, matplotlib, uvicorn) inside the command functions.
 COMMANDS = {
     "bridge": "obsbox.exporters.bridge.cli",
+    "demo": "obsbox.exporters.demo.cli",
+    "load": "obsbox.exporters.demo.load_cli",
     "slo": "obsbox.slo.cli",
     "dashboards": "obsbox.dashboards.cli",
     "report": "obsbox.dashboards.report_cli",

@@ -7,6 +7,7 @@ checkpoint stays with the batch, so acknowledgement never depends on which recor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,13 +28,15 @@ class Record:
     """One line. ``raw`` is the line as read, without its newline; it is never re-encoded.
 
     ``fields`` holds the parsed JSON object (None when the line is not one: see ``parse_error``).
-    ``out`` is the enriched line that byte-oriented sinks write; None means "write ``raw``".
-    Trace context is kept as lowercase hex strings, the W3C text form.
+    ``out`` is the enriched line that byte-oriented sinks write; None means "write ``raw``". It is
+    made on first use by ``injector`` (set by the trace processor), so sinks that never write lines
+    (OTLP, Loki) never pay for it. Trace context is kept as lowercase hex strings, the W3C form.
     """
 
     __slots__ = (
         "attributes",
         "fields",
+        "injector",
         "offset",
         "origin",
         "out",
@@ -53,6 +56,7 @@ class Record:
         self.fields: dict[str, Any] | None = None
         self.parse_error: str | None = None
         self.out: bytes | None = None
+        self.injector: Callable[[Record], bytes | None] | None = None
         self.trace_id: str | None = None
         self.span_id: str | None = None
         self.parent_span_id: str | None = None
@@ -60,6 +64,8 @@ class Record:
 
     def line(self) -> bytes:
         """The bytes a line-oriented sink writes: the enriched line, or the raw one unchanged."""
+        if self.injector is not None:
+            self.out, self.injector = self.injector(self), None
         return self.raw if self.out is None else self.out
 
     def text(self) -> str:

@@ -11,6 +11,7 @@ is read again at the next start.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import sys
@@ -20,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import platformdirs
-from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
-from obsbox.exporters.bridge.metrics import BridgeMetrics
-from obsbox.exporters.bridge.progress import Progress
 from prometheus_client import start_http_server
 
 from obsbox.component import Component, Context, ExportResult, Processor, Sink, Source
+from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.progress import Progress
 from obsbox.record import Record
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,10 @@ class Bridge:
 
     def run(self) -> bool:
         """Run every pipeline to completion; True when every read batch was delivered."""
+        # Every line allocates a few dicts and strings, none of them in reference cycles; the default
+        # gen-0 threshold (700) spends ~10% of the CPU on collections that find nothing.
+        gc.freeze()
+        gc.set_threshold(50_000, 20, 20)
         threads = [threading.Thread(target=p.run, name=f"pipeline-{p.name}", daemon=True) for p in self.pipelines[1:]]
         for thread in threads:
             thread.start()

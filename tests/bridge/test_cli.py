@@ -13,9 +13,9 @@ import urllib.request
 
 import orjson
 import pytest
+
 from obsbox.exporters.bridge.progress import Progress, human_bytes
 from obsbox.exporters.bridge.receiver import Receiver
-
 from tests.bridge.harness import Running
 
 

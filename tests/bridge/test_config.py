@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from obsbox.exporters.bridge import config as bridge_config
 
 from obsbox.config import ConfigError
+from obsbox.exporters.bridge import config as bridge_config
 
 GOOD = """\
 sources:

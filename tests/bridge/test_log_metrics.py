@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from obsbox.exporters.bridge.processors.log_metrics import LogMetricsConfig, LogMetricsProcessor, load_rules
 
 from obsbox.config import build
+from obsbox.exporters.bridge.processors.log_metrics import LogMetricsConfig, LogMetricsProcessor, load_rules
 from tests.bridge.harness import context, traced
 
 SAMPLE = [

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from obsbox.exporters.bridge.processors import redact
-from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
 
 from obsbox.config import build
+from obsbox.exporters.bridge.processors import redact
+from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
 from tests.bridge.harness import context, traced
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
@@ -35,7 +35,7 @@ def test_each_builtin_rule(name):
     line, expected = CASES[name]
     (rec,) = redacted(line.encode())
     assert expected in rec.raw.decode(), rec.raw
-    assert expected in rec.out.decode()  # the enriched line too
+    assert expected in rec.line().decode()  # the enriched line too
     assert rec.fields == orjson.loads(rec.raw)  # fields are re-read from the clean line
 
 
@@ -43,7 +43,7 @@ def test_clean_lines_are_untouched_and_secrets_in_plain_text_lines_are_redacted(
     clean = b'{"msg": "ask about tokens", "route": "/v1/chat", "asia": "Asia/Tokyo", "key": "cache-key"}'
     text = b"login failed for https://bob:pa55w0rd@example.com/x"
     recs = redacted(clean, text)
-    assert recs[0].raw == clean and recs[0].out.startswith(clean[:-1])
+    assert recs[0].raw == clean and recs[0].line().startswith(clean[:-1])
     assert recs[1].raw == b"login failed for https://bob:[REDACTED]@example.com/x" and recs[1].fields is None
 
 

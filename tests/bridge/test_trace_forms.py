@@ -210,30 +210,30 @@ def test_injection_keeps_every_original_byte_and_appends_ids():
         b'"ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
     )
     (rec,) = traced(raw)
-    assert rec.out.startswith(raw[:-1])
-    assert orjson.loads(rec.out)["trace_id"] == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
+    assert rec.line().startswith(raw[:-1])
+    assert orjson.loads(rec.line())["trace_id"] == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
 
 
 def test_configured_output_field_names():
     (rec,) = traced(
         orjson.dumps({"traceparent": f"00-{T32}-{S16}-01"}), trace_id_field="TraceId", span_id_field="SpanId"
     )
-    out = orjson.loads(rec.out)
+    out = orjson.loads(rec.line())
     assert (out["TraceId"], out["SpanId"]) == (T32, S16)
 
 
 def test_conflicting_existing_output_field_is_rewritten():
     (rec,) = traced(orjson.dumps({"trace_id": "463ac35c9f6413ad", "span_id": S16}))
-    out = orjson.loads(rec.out)
+    out = orjson.loads(rec.line())
     assert out["trace_id"] == "0000000000000000463ac35c9f6413ad"
     assert list(out) == ["trace_id", "span_id"]
 
 
 def test_line_already_in_output_form_is_left_alone():
     (rec,) = traced(orjson.dumps({"trace_id": T32, "span_id": S16}))
-    assert rec.out is None and rec.line() == orjson.dumps({"trace_id": T32, "span_id": S16})
+    assert rec.line() == orjson.dumps({"trace_id": T32, "span_id": S16})
 
 
 def test_empty_object_gets_ids_without_a_leading_comma():
     (rec,) = traced(b"{}")
-    assert set(orjson.loads(rec.out)) == {"trace_id", "span_id"}
+    assert set(orjson.loads(rec.line())) == {"trace_id", "span_id"}

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from obsbox.exporters.bridge.processors import traceforms
 
 from obsbox.component import Processor
+from obsbox.exporters.bridge.processors import traceforms
 from obsbox.record import Record
 
 _CACHE_LIMIT = 50_000
@@ -179,19 +179,23 @@ class TraceProcessor(Processor):
                     rec.span_id = line_span_id(rec.origin.key, rec.offset)
             sources[source] += 1
             if inject and fields is not None:
-                self._inject(rec, fields)
+                rec.injector = self.enriched
         for source, count in sources.items():
             self.context.metrics.trace_ids.labels(source).inc(count)
         return records
 
-    def _inject(self, rec: Record, fields: dict[str, Any]) -> None:
-        """Append the IDs to the line's own bytes; re-serialize only when an ID field conflicts."""
+    def enriched(self, rec: Record) -> bytes | None:
+        """The line with the IDs appended to its own bytes (None: it already carries them as they are).
+
+        Re-serializes only when an ID field holds something else. Called on first use, by sinks that
+        write lines; ``rec.fields`` is read then, so a redacted line gives a redacted result.
+        """
         tf, sf = self.tf, self.sf
-        has_trace, has_span = tf in fields, sf in fields
-        if not has_trace and not has_span:
+        fields = rec.fields
+        if tf not in fields and sf not in fields:
             raw = rec.raw
             end = raw.rfind(b"}")
-            rec.out = b"".join(
+            return b"".join(
                 (
                     raw[:end],
                     self.splice_trace if fields else self.splice_trace[1:],
@@ -202,9 +206,8 @@ class TraceProcessor(Processor):
                     raw[end:],
                 )
             )
-        elif fields.get(tf) == rec.trace_id and fields.get(sf) == rec.span_id:
-            rec.out = None  # the line already says exactly this
-        else:
-            rewritten = dict(fields)
-            rewritten[tf], rewritten[sf] = rec.trace_id, rec.span_id
-            rec.out = orjson.dumps(rewritten) + rec.raw[len(rec.raw.rstrip()) :]
+        if fields.get(tf) == rec.trace_id and fields.get(sf) == rec.span_id:
+            return None
+        rewritten = dict(fields)
+        rewritten[tf], rewritten[sf] = rec.trace_id, rec.span_id
+        return orjson.dumps(rewritten) + rec.raw[len(rec.raw.rstrip()) :]

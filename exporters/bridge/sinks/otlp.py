@@ -1,10 +1,11 @@
-"""``otlp``: OTLP/HTTP protobuf logs (``/v1/logs``), built with the official ``opentelemetry-proto``
-messages.
+"""``otlp``: OTLP/HTTP protobuf logs (``/v1/logs``).
 
 The IDs go in the LogRecord's native ``trace_id``/``span_id`` fields; the body is the original
 (redacted) line; time and severity are read from the line; the resource carries ``service.name``.
 Retries follow the OTLP spec: 429, 502, 503 and 504 are retried (honouring ``Retry-After``), any
 other failure is permanent and goes to the dead-letter file. Partial success is counted and logged.
+Requests are encoded straight to protobuf wire bytes (see ``wire``); replies are decoded with the
+official ``opentelemetry-proto`` messages.
 """
 
 from __future__ import annotations
@@ -18,23 +19,21 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from obsbox.exporters.bridge.sinks.http import Response, compress
-from obsbox.exporters.bridge.sinks.network import NetworkSink
-from obsbox.exporters.bridge.sinks.retry import RetryConfig
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
-    ExportLogsServiceRequest,
-    ExportLogsServiceResponse,
-)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
-from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields
+from obsbox.exporters.bridge.sinks import wire
+from obsbox.exporters.bridge.sinks.http import Response, compress
+from obsbox.exporters.bridge.sinks.network import NetworkSink
+from obsbox.exporters.bridge.sinks.retry import RetryConfig
 from obsbox.record import Record
 
 log = logging.getLogger(__name__)
 LOGS_PATH = "/v1/logs"
-SCOPE = InstrumentationScope(name="obsbox.bridge", version=__version__)
+SCOPE_NAME = "obsbox.bridge"
+SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
 
 
 @dataclass
@@ -95,16 +94,16 @@ class OtlpHttpSink(NetworkSink):
     def service_of(self, rec: Record) -> str:
         return self.default_service or logfields.service(rec.fields) or "unknown_service"
 
-    def encoded(self, request: Any) -> tuple[bytes, dict[str, str]]:
+    def encoded(self, body: bytes) -> tuple[bytes, dict[str, str]]:
         headers = dict(self.headers)
-        return compress(request.SerializeToString(), self.config.compression, headers), headers
+        return compress(body, self.config.compression, headers), headers
 
     def items(self, rec: Record, now: int) -> list[Any]:
-        """The protobuf items (LogRecords, Spans) one record becomes; may be none."""
+        """What one record becomes (encoded LogRecords, Span messages); may be nothing."""
         raise NotImplementedError
 
-    def request(self, by_service: dict[str, list[Any]]) -> Any:
-        """The export request message for items grouped by service."""
+    def body(self, by_service: dict[str, list[Any]]) -> bytes:
+        """The serialized export request for items grouped by service."""
         raise NotImplementedError
 
     def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
@@ -120,10 +119,10 @@ class OtlpHttpSink(NetworkSink):
             size += len(rec.raw) + 120
             if size >= self.config.max_request_bytes:
                 if by_service:
-                    yield *self.encoded(self.request(by_service)), chunk
+                    yield *self.encoded(self.body(by_service)), chunk
                 by_service, chunk, size = {}, [], 0
         if by_service:
-            yield *self.encoded(self.request(by_service)), chunk
+            yield *self.encoded(self.body(by_service)), chunk
 
     def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
         """Partial success: the receiver took the request but refused ``rejected`` items."""
@@ -140,47 +139,63 @@ class OtlpSink(OtlpHttpSink):
 
     def __init__(self, config: OtlpConfig, context) -> None:
         super().__init__(config, context)
-        self.file_attrs: dict[str, list[KeyValue]] = {}
+        self.file_attrs: dict[str, bytes] = {}
+        self.severities: dict[tuple[int, str], bytes] = {}
+        self.scope = wire.scope(SCOPE_NAME, __version__)
+        self.observed = (0, b"")
 
-    def _attributes(self, rec: Record) -> list[KeyValue]:
+    def _attributes(self, rec: Record) -> bytes:
         attrs = self.file_attrs.get(rec.origin.path)
         if attrs is None:
             if len(self.file_attrs) > 10_000:
                 self.file_attrs.clear()
-            attrs = self.file_attrs[rec.origin.path] = [
-                string_attr("log.file.path", rec.origin.path),
-                string_attr("log.file.name", os.path.basename(rec.origin.path)),
-            ]
-        if rec.parse_error or rec.truncated:
-            attrs = list(attrs)
-            if rec.parse_error:
-                attrs.append(string_attr("obsbox.parse_error", rec.parse_error))
-            if rec.truncated:
-                attrs.append(KeyValue(key="obsbox.truncated", value=AnyValue(bool_value=True)))
+            attrs = self.file_attrs[rec.origin.path] = b"".join(
+                wire.field(wire.ATTRIBUTE, wire.string_kv(key, value))
+                for key, value in (
+                    ("log.file.path", rec.origin.path),
+                    ("log.file.name", os.path.basename(rec.origin.path)),
+                )
+            )
+        if rec.parse_error:
+            attrs += wire.field(wire.ATTRIBUTE, wire.string_kv("obsbox.parse_error", rec.parse_error))
+        if rec.truncated:
+            attrs += wire.field(wire.ATTRIBUTE, wire.bool_kv("obsbox.truncated", True))
         return attrs
 
-    def _log_record(self, rec: Record, now: int) -> LogRecord:
-        number, text = logfields.severity(rec.fields)
-        return LogRecord(
-            time_unix_nano=logfields.timestamp_ns(rec.fields) or 0,
-            observed_time_unix_nano=now,
-            severity_number=number,
-            severity_text=text,
-            body=AnyValue(string_value=rec.text()),
-            attributes=self._attributes(rec),
-            trace_id=bytes.fromhex(rec.trace_id) if rec.trace_id else b"",
-            span_id=bytes.fromhex(rec.span_id) if rec.span_id else b"",
+    def _severity(self, fields: dict[str, Any] | None) -> bytes:
+        key = logfields.severity(fields)
+        encoded = self.severities.get(key)
+        if encoded is None:
+            if len(self.severities) > 1000:
+                self.severities.clear()
+            encoded = self.severities[key] = wire.severity_fields(*key)
+        return encoded
+
+    def items(self, rec: Record, now: int) -> list[bytes]:
+        if self.observed[0] != now:
+            self.observed = (now, wire.observed_field(now))
+        fields = rec.fields
+        body = rec.raw if fields is not None else rec.text().encode()  # parsed JSON is valid UTF-8
+        return [
+            wire.log_record(
+                time_ns=logfields.timestamp_ns(fields) or 0,
+                observed=self.observed[1],
+                severity=self._severity(fields),
+                body=body,
+                attributes=self._attributes(rec),
+                trace_id=rec.trace_id,
+                span_id=rec.span_id,
+            )
+        ]
+
+    def body(self, by_service: dict[str, list[bytes]]) -> bytes:
+        return b"".join(
+            wire.resource_logs(self._resource_attributes(service), self.scope, records)
+            for service, records in by_service.items()
         )
 
-    def items(self, rec: Record, now: int) -> list[LogRecord]:
-        return [self._log_record(rec, now)]
-
-    def request(self, by_service: dict[str, list[LogRecord]]) -> ExportLogsServiceRequest:
-        request = ExportLogsServiceRequest()
-        for service, log_records in by_service.items():
-            scope_logs = [ScopeLogs(scope=SCOPE, log_records=log_records)]
-            request.resource_logs.append(ResourceLogs(resource=self.resource(service), scope_logs=scope_logs))
-        return request
+    def _resource_attributes(self, service: str) -> list[bytes]:
+        return [wire.string_kv(k, v) for k, v in {**self.resource_attrs, "service.name": service}.items()]
 
     def accepted(self, response: Response, records: list[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):

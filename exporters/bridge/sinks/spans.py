@@ -19,9 +19,6 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from obsbox.exporters.bridge.processors.log_metrics import lookup, number, stage_name
-from obsbox.exporters.bridge.sinks.http import Response
-from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -31,6 +28,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from prometheus_client import Counter
 
 from obsbox import logfields
+from obsbox.exporters.bridge.processors.log_metrics import lookup, number, stage_name
+from obsbox.exporters.bridge.sinks.http import Response
+from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink
 from obsbox.record import Record
 
 DEFAULT_ATTRIBUTES = {
@@ -164,12 +164,12 @@ class SpansSink(OtlpHttpSink):
             cursor = end
         return children
 
-    def request(self, by_service: dict[str, list[Span]]) -> ExportTraceServiceRequest:
+    def body(self, by_service: dict[str, list[Span]]) -> bytes:
         request = ExportTraceServiceRequest()
         for service, spans in by_service.items():
             scope_spans = [ScopeSpans(scope=SCOPE, spans=spans)]
             request.resource_spans.append(ResourceSpans(resource=self.resource(service), scope_spans=scope_spans))
-        return request
+        return request.SerializeToString()
 
     def accepted(self, response: Response, records: list[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):

@@ -1,0 +1,106 @@
+"""Protobuf wire encoding of OTLP logs, written directly as bytes.
+
+Building one ``LogRecord`` message object per line and serializing the batch cost about half of
+the bridge's CPU. Encoding by hand costs a few byte joins per line: everything constant for a file
+(its attributes) or a batch (the observed time) is encoded once. The layout follows
+opentelemetry/proto/logs/v1/logs.proto; the tests decode every request with the official
+``opentelemetry-proto`` messages, so a mistake here fails them.
+"""
+
+from __future__ import annotations
+
+_SMALL = [bytes([i]) for i in range(128)]
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 127:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # every one- and two-byte varint, precomputed
+
+
+def varint(value: int) -> bytes:
+    return _VARINTS[value] if value < 16384 else _encode_varint(value)
+
+
+def field(tag: int, payload: bytes) -> bytes:
+    """A length-delimited field (wire type 2): tag byte, length, payload."""
+    size = len(payload)
+    return _SMALL[tag] + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + payload
+
+
+def string_kv(key: str, value: str) -> bytes:
+    """A KeyValue with a string AnyValue, not yet wrapped as a field."""
+    return field(0x0A, key.encode()) + field(0x12, field(0x0A, value.encode()))
+
+
+def bool_kv(key: str, value: bool) -> bytes:
+    return field(0x0A, key.encode()) + field(0x12, b"\x10" + _SMALL[int(value)])
+
+
+# LogRecord field tags (field number << 3 | wire type)
+TIME = b"\x09"  # 1 time_unix_nano, fixed64
+SEVERITY_NUMBER = b"\x10"  # 2 severity_number, varint
+SEVERITY_TEXT = 0x1A  # 3 severity_text, string
+BODY = 0x2A  # 5 body, AnyValue
+ATTRIBUTE = 0x32  # 6 attributes, KeyValue
+TRACE_ID = b"\x4a\x10"  # 9 trace_id, 16 bytes
+SPAN_ID = b"\x52\x08"  # 10 span_id, 8 bytes
+OBSERVED = b"\x59"  # 11 observed_time_unix_nano, fixed64
+LOG_RECORD = 0x12  # ScopeLogs.log_records (2)
+
+
+def log_record(
+    *,
+    time_ns: int,
+    observed: bytes,
+    severity: bytes,
+    body: bytes,
+    attributes: bytes,
+    trace_id: str | None,
+    span_id: str | None,
+) -> bytes:
+    """One LogRecord, wrapped as a ScopeLogs.log_records field.
+
+    ``observed`` is the pre-encoded observed-time field, ``severity`` the pre-encoded number and
+    text fields, ``attributes`` the pre-encoded attribute fields, ``body`` the UTF-8 line.
+    """
+    inner = field(0x0A, body)
+    parts = [
+        TIME + time_ns.to_bytes(8, "little") if time_ns else b"",
+        severity,
+        _SMALL[BODY] + varint(len(inner)) + inner,
+        attributes,
+        TRACE_ID + bytes.fromhex(trace_id) if trace_id else b"",
+        SPAN_ID + bytes.fromhex(span_id) if span_id else b"",
+        observed,
+    ]
+    record = b"".join(parts)
+    return _SMALL[LOG_RECORD] + varint(len(record)) + record
+
+
+def severity_fields(number: int, text: str) -> bytes:
+    return (SEVERITY_NUMBER + varint(number) if number else b"") + (
+        field(SEVERITY_TEXT, text.encode()) if text else b""
+    )
+
+
+def observed_field(now_ns: int) -> bytes:
+    return OBSERVED + now_ns.to_bytes(8, "little")
+
+
+def scope(name: str, version: str) -> bytes:
+    """InstrumentationScope as the ScopeLogs.scope field."""
+    return field(0x0A, field(0x0A, name.encode()) + field(0x12, version.encode()))
+
+
+def resource_logs(resource_attributes: list[bytes], scope_field: bytes, records: list[bytes]) -> bytes:
+    """A ResourceLogs as an ExportLogsServiceRequest.resource_logs field."""
+    resource = b"".join(field(0x0A, kv) for kv in resource_attributes)
+    scope_logs = scope_field + b"".join(records)
+    return field(0x0A, field(0x0A, resource) + field(0x12, scope_logs))
