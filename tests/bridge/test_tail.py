@@ -12,7 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.bridge.harness import Running
+from obsbox.config import build
+from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
+from tests.bridge.harness import Running, context
 
 
 def seqs(records) -> Counter:
@@ -224,3 +226,49 @@ def test_two_fresh_runs_give_byte_identical_output(tmp_path):
         running.thread.join(20)
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] and outputs[0].count(b"\n") == 500
+
+
+def test_copytruncate_regrowing_to_exactly_the_old_offset_is_still_seen(tmp_path):
+    """The new generation ends exactly where the old one was read to: size alone cannot tell."""
+    log = tmp_path / "app.log"
+    first = [orjson.dumps({"seq": i, "gen": 1}) + b"\n" for i in range(4)]
+    log.write_bytes(b"".join(first))
+    running = Running([str(tmp_path / "app.log*")], tmp_path / "state")
+    running.wait_for(4)
+    with open(log, "ab", buffering=0) as fh:  # more lines, the copy and the truncation, between two reads
+        fh.write(orjson.dumps({"seq": 4, "gen": 1}) + b"\n")
+        shutil.copyfile(log, tmp_path / "app.log.1")
+        os.truncate(log, 0)
+        size = sum(map(len, first))
+        filler = orjson.dumps({"seq": 5, "gen": 2, "pad": ""})
+        pad = size - len(filler) - 1
+        fh.write(orjson.dumps({"seq": 5, "gen": 2, "pad": "p" * pad}) + b"\n")
+    assert log.stat().st_size == size
+    records = running.wait_for(6, timeout=10)
+    running.stop()
+    assert sorted(seqs(records)) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_copy_taking_over_mid_batch_is_acknowledged_only_through_that_batch(tmp_path):
+    """Lines read before a copytruncate can still be in flight; the copy must not count them as
+    acknowledged until their batch is, or a copy closed early would drop them."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
+    config = build(TailConfig, {"include": [str(tmp_path / "app.log*")], "positions": str(tmp_path / "pos.json")})
+    source = TailSource(config, context(state_dir=tmp_path))
+    try:
+        in_flight = source.poll(100, 1 << 20)  # read, not yet acknowledged
+        assert len(in_flight.records) == 5
+        shutil.copyfile(log, tmp_path / "app.log.1")
+        os.truncate(log, 0)
+        with open(log, "ab") as fh:
+            fh.write(orjson.dumps({"seq": 5, "gen": 2}) + b"\n")
+        source.scan()
+        source.poll(100, 1 << 20)  # sees the truncation; the copy takes over at the end of what was read
+        (copy,) = [f for f in source.files.values() if f.path.endswith(".1")]
+        assert copy.emitted == log.with_name("app.log.1").stat().st_size
+        assert copy.acked == 0, "the in-flight lines are not acknowledged yet"
+        source.commit(in_flight.checkpoint)
+        assert copy.acked == copy.emitted, "the in-flight batch's acknowledgement carries over to the copy"
+    finally:
+        source.shutdown()

@@ -13,7 +13,15 @@ name. How each rotation is handled:
   its old path and drained.
 
 Offsets advance only through ``commit`` (every sink acknowledged), so delivery is at-least-once.
-Threading: called from its pipeline's thread only.
+
+While a sink is down the pipeline thread blocks in retries, yet files keep rotating: a watcher
+thread keeps matching the globs and opening what appears, so a generation that is rotated away
+and deleted during an outage is still held open, and read once the sink is back (the files are
+the buffer; ``max_open_files`` bounds it). Each tracked file is also held by a hard link in the
+state dir (see ``hold``), so what a rotation deletes survives ``kill -9`` as well.
+
+Threading: ``poll``/``commit`` come from the pipeline thread, ``scan`` also from the watcher;
+``self.lock`` guards all state.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import glob
 import logging
 import os
 import stat
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +39,7 @@ from typing import Literal
 
 from obsbox.component import Source
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT, Fingerprint, read_fingerprint
+from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import Position, PositionsFile
 from obsbox.record import Batch, Origin, Record
 
@@ -53,6 +63,8 @@ class TailConfig:
     scan_interval: float = 1.0
     rotate_wait: float = 5.0
     fingerprint_bytes: int = DEFAULT_LIMIT
+    max_open_files: int = 1024
+    hold_files: bool = True
 
     def __post_init__(self) -> None:
         if not self.include:
@@ -70,6 +82,7 @@ class Tracked:
         self.origin = Origin(path, b"")
         self.state: Literal["pending", "parked", "active"] = "pending"
         self.parked_on: Tracked | None = None
+        self.parked_generation = 0  # the original's generation when this copy was parked on it
         self.generation = 0
         self.read_offset = 0  # next byte to read
         self.partial = b""  # bytes after the last newline, not yet a line
@@ -79,8 +92,10 @@ class Tracked:
         self.limit: int | None = None  # --once: read up to the size seen at the start
         self.size = 0
         self.live = True  # a path matching the globs still names this inode
+        self.held: str | None = None  # our hard link to it (see hold.py)
         self.last_growth = time.monotonic()
         self.sample: tuple[int, bytes] = (0, b"")  # (end offset, bytes before it) of our last read
+        self.recheck = False  # verify the first line at the next read, even if the file did not grow
 
     def line_start(self) -> int:
         """Offset of the first byte not yet part of an emitted line."""
@@ -92,10 +107,12 @@ class Tracked:
         self.fp = fp
         self.origin = Origin(self.path, fp.digest)
 
-    def start_at(self, offset: int) -> None:
+    def start_at(self, offset: int, acked: int | None = None) -> None:
+        """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
         self.state = "active"
         self.parked_on = None
-        self.read_offset = self.emitted = self.acked = offset
+        self.read_offset = self.emitted = offset
+        self.acked = offset if acked is None else acked
         self.partial, self.skipping = b"", None
 
 
@@ -119,6 +136,12 @@ class TailSource(Source):
         self.started = False
         self.total_bytes = self.start_bytes = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
+        self.lock = threading.RLock()
+        self.watcher: threading.Thread | None = None
+        self.closing = threading.Event()
+        holding = config.hold_files and config.save_positions and not config.once
+        self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
+        self.holder = Holder(self._positions_path().with_suffix(".held") if holding else None)
 
     # ---------------------------------------------------------------- discovery
 
@@ -144,6 +167,15 @@ class TailSource(Source):
         return found
 
     def _open(self, path: str, key: tuple[int, int]) -> Tracked | None:
+        if len(self.files) >= self.cfg.max_open_files:
+            self.metrics.errors.labels("open_files_limit").inc()
+            log.warning(
+                "not opening %s: %d files are open (max_open_files); rotated files that are deleted "
+                "before the bridge catches up will be lost",
+                path,
+                len(self.files),
+            )
+            return None
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as exc:
@@ -156,6 +188,8 @@ class TailSource(Source):
             return None
         tracked = Tracked(self.next_id, path, fd, *key)
         tracked.size = st.st_size
+        tracked.held = self.holder.hold(*key, path)
+        log.debug("opened %s (inode %d, %d bytes, held: %s)", path, key[1], st.st_size, tracked.held)
         self.next_id += 1
         self.files[key] = tracked
         self.by_id[tracked.id] = tracked
@@ -172,14 +206,24 @@ class TailSource(Source):
         for key, path in found.items():
             if key not in self.files:
                 self._open(path, key)
-        if not self.started:
+        first = not self.started
+        if first:
             self.started = True
+            self._reopen_held()
             self._recover_rotated()
-        for tracked in list(self.files.values()):
+        pending = [t for t in self.files.values() if t.state == "pending"]
+        for tracked in pending:  # same inode, same content: resume, before any look-alike claims it
+            self._resume_by_inode(tracked)
+        for tracked in pending:
             if tracked.state == "pending":
                 self._classify(tracked)
-            elif tracked.state == "parked":
+        if first and self.saved and not any(t.state == "pending" for t in self.files.values()):
+            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
+            self.saved.clear()
+        for tracked in list(self.files.values()):
+            if tracked.state == "parked":
                 self._check_parked(tracked)
+            tracked.recheck = True
         self._close_drained()
         self.metrics.files.set(len(self.files))
 
@@ -188,29 +232,45 @@ class TailSource(Source):
         tracked.path = path
         tracked.origin = Origin(path, tracked.origin.key)
 
-    def _classify(self, tracked: Tracked) -> None:
+    def _identify(self, tracked: Tracked) -> bool:
+        """Read the fingerprint; False while the first line is still being written."""
         fp = read_fingerprint(tracked.fd, self.cfg.fingerprint_bytes)
         if not fp.complete and not self.cfg.once:
-            return  # the first line is still being written: identity unknown, nothing to emit yet
+            return False
         tracked.identify(fp)
         if self.cfg.once:
             tracked.limit = os.fstat(tracked.fd).st_size
+        return True
+
+    def _resume_by_inode(self, tracked: Tracked) -> None:
+        if self._identify(tracked):
+            saved = self._claim_saved(tracked, by_inode=True)
+            if saved is not None:
+                self._start(tracked, saved.offset, "its saved position")
+
+    def _classify(self, tracked: Tracked) -> None:
+        if not self._identify(tracked):
+            return  # identity unknown, and nothing to emit yet
         saved = self._claim_saved(tracked, by_inode=True)
         if saved is not None:
-            tracked.start_at(saved.offset)
+            self._start(tracked, saved.offset, "its saved position")
             return
         original = self._original_of(tracked)
         if original is not None:
-            tracked.state, tracked.parked_on = "parked", original
+            tracked.state, tracked.parked_on, tracked.parked_generation = "parked", original, original.generation
+            log.debug("%s (inode %d) parked as a copy of %s", tracked.path, tracked.ino, original.path)
             return
         saved = self._claim_saved(tracked, by_inode=False)
         if saved is not None:  # renamed or copied while we were not running
-            tracked.start_at(saved.offset)
+            self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})")
             return
         at_end = self.cfg.start_at == "end" and not self.cfg.once and not self.next_scan
-        tracked.start_at(os.fstat(tracked.fd).st_size if at_end else 0)
-        if at_end:  # start at a line boundary, never in the middle of one
-            tracked.start_at(self._line_boundary_before(tracked, tracked.read_offset))
+        offset = self._line_boundary_before(tracked, os.fstat(tracked.fd).st_size) if at_end else 0
+        self._start(tracked, offset, "a new file")
+
+    def _start(self, tracked: Tracked, offset: int, why: str) -> None:
+        tracked.start_at(offset)
+        log.debug("%s (inode %d) starts at %d: %s", tracked.path, tracked.ino, offset, why)
 
     def _line_boundary_before(self, tracked: Tracked, offset: int) -> int:
         probe = max(0, offset - self.cfg.max_line_bytes)
@@ -255,6 +315,21 @@ class TailSource(Source):
             )
             copy.start_at(0)
 
+    def _reopen_held(self) -> None:
+        """Files an earlier run held with links: some may be gone from the globs, even deleted."""
+        for link in self.holder.held():
+            try:
+                st = os.stat(link)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in self.files:
+                self.files[key].held = link
+                continue
+            tracked = self._open(link, key)
+            if tracked is not None:  # a generation seen during an outage has no position yet: read it
+                tracked.live = False
+
     def _recover_rotated(self) -> None:
         """Saved files no glob matches any more were rotated while we were down: drain them."""
         for saved in list(self.saved):
@@ -290,16 +365,43 @@ class TailSource(Source):
                     self._forget(key, tracked)  # gone before its first line was complete
                 continue
             idle = now - tracked.last_growth > self.cfg.rotate_wait
-            if tracked.state == "parked" and idle:
-                self._forget(key, tracked)  # a copy that left the globs: its original has the lines
+            if tracked.state == "parked":
+                if idle and self._covered(tracked):
+                    self._forget(key, tracked)  # a copy that left the globs: its original has the lines
             elif idle and tracked.read_offset >= tracked.size and tracked.acked >= tracked.emitted:
                 if tracked.partial or tracked.skipping is not None:
                     continue  # emitted as a final line by the next poll, closed after its ack
                 self._forget(key, tracked)
 
-    def _forget(self, key: tuple[int, int], tracked: Tracked) -> None:
+    def _covered(self, copy: Tracked) -> bool:
+        """Every line of a parked copy has been acknowledged from its original (same generation).
+
+        Until then the copy stays open even after it leaves the globs: the original may have been
+        truncated since, unseen while a sink was down, and the copy then holds the only lines."""
+        original = copy.parked_on
+        if original is None or original.id not in self.by_id:
+            return False  # _check_parked activates it instead
+        size = os.fstat(copy.fd).st_size
+        return original.generation == copy.parked_generation and original.acked >= size
+
+    def _forget(self, key: tuple[int, int], tracked: Tracked, release: bool = True) -> None:
+        """Close a file we are done with; ``release`` also drops its hard link (not at shutdown:
+        the next run still needs what was not acknowledged)."""
         self.closed_bytes += tracked.read_offset
+        log.debug(
+            "closing %s (inode %d, %s, read %d, acked %d of %d, release %s)",
+            tracked.path,
+            tracked.ino,
+            tracked.state,
+            tracked.read_offset,
+            tracked.acked,
+            tracked.size,
+            release,
+        )
         os.close(tracked.fd)
+        if release:
+            self.holder.release(tracked.held)
+        self.successors = {k: v for k, v in self.successors.items() if v is not tracked and k[0] != tracked.id}
         del self.files[key]
         del self.by_id[tracked.id]
         self.metrics.lag.remove_path(tracked.path)
@@ -309,8 +411,23 @@ class TailSource(Source):
 
     # ---------------------------------------------------------------- reading
 
+    def _watch(self) -> None:
+        """Keep discovering files while the pipeline thread may be blocked on a sink."""
+        while not self.closing.wait(self.cfg.scan_interval):
+            with self.lock:
+                if time.monotonic() >= self.next_scan:
+                    self.scan()
+                    self.next_scan = time.monotonic() + self.cfg.scan_interval
+
     def poll(self, max_records: int, max_bytes: int) -> Batch | None:
+        with self.lock:
+            return self._poll(max_records, max_bytes)
+
+    def _poll(self, max_records: int, max_bytes: int) -> Batch | None:
         now = time.monotonic()
+        if self.watcher is None and not self.cfg.once:
+            self.watcher = threading.Thread(target=self._watch, name=f"tail-watch-{self.context.name}", daemon=True)
+            self.watcher.start()
         if now >= self.next_scan:
             self.scan()
             self.next_scan = now + self.cfg.scan_interval
@@ -348,15 +465,18 @@ class TailSource(Source):
             self._truncated(tracked, out, f"size {size} below offset {tracked.read_offset}", seen)
             return 0
         end = size if tracked.limit is None else min(size, tracked.limit)
-        if end <= tracked.read_offset:
+        grew = end > tracked.read_offset
+        # a copytruncate can regrow a file past, or exactly to, our offset: the first line tells. Checked
+        # on growth, and once per scan for idle files (a new generation as long as our offset looks idle)
+        if (grew or tracked.recheck) and not self.cfg.once and tracked.fp.complete:
+            tracked.recheck = False
+            if os.pread(tracked.fd, len(tracked.fp.head), 0) != tracked.fp.head:
+                self._truncated(tracked, out, "its first line changed", seen)
+                return 0
+        if not grew:
             if self._at_rest(tracked):
                 self._final_partial(tracked, out)
             return 0
-        if not self.cfg.once and tracked.fp.complete:
-            head = os.pread(tracked.fd, len(tracked.fp.head), 0)
-            if head != tracked.fp.head:
-                self._truncated(tracked, out, "its first line changed", seen)
-                return 0
         want = min(self.cfg.read_chunk_bytes, end - tracked.read_offset, max(byte_room, 4096))
         data = os.pread(tracked.fd, want, tracked.read_offset)
         if not data:
@@ -434,15 +554,22 @@ class TailSource(Source):
     def _truncated(self, tracked: Tracked, out: list[Record], why: str, seen_size: int) -> None:
         self.metrics.rotations.labels("copytruncate").inc()
         resume = tracked.line_start()
-        copy = next((f for f in self.files.values() if f.parked_on is tracked), None)
-        if copy is None:
+        copies = self._copies_of(tracked)
+        if not copies:
             self.scan_for_copy(tracked)
-            copy = next((f for f in self.files.values() if f.parked_on is tracked), None)
+            copies = self._copies_of(tracked)
+        copy = max(copies, key=lambda f: os.fstat(f.fd).st_size) if copies else None
+        for other in copies:  # earlier snapshots of the same content: the largest copy has their lines
+            if other is not copy:
+                self._forget((other.dev, other.ino), other)
         if copy is not None:
             log.info(
                 "%s was truncated (%s); %s supplies the lines from offset %d", tracked.path, why, copy.path, resume
             )
-            copy.start_at(resume)
+            # lines before ``resume`` may still be in the batch in flight: the copy is acknowledged only as
+            # far as the original was, and that batch's checkpoint is carried over to the copy on commit
+            copy.start_at(resume, acked=tracked.acked)
+            self.successors[(tracked.id, tracked.generation)] = copy
         else:
             self._final_partial(tracked, out)  # the start of a line is better than nothing
             unread = max(0, seen_size - tracked.read_offset)
@@ -460,6 +587,9 @@ class TailSource(Source):
         tracked.sample = (0, b"")
         self._classify(tracked)
 
+    def _copies_of(self, original: Tracked) -> list[Tracked]:
+        return [f for f in self.files.values() if f.parked_on is original and f.state == "parked"]
+
     def scan_for_copy(self, original: Tracked) -> None:
         """Truncation seen between scans: look again for a copy that just appeared."""
         found = self._matches()
@@ -472,10 +602,16 @@ class TailSource(Source):
     # ---------------------------------------------------------------- acknowledgement
 
     def commit(self, checkpoint: dict[int, tuple[int, int]]) -> None:
+        with self.lock:
+            self._commit(checkpoint)
+
+    def _commit(self, checkpoint: dict[int, tuple[int, int]]) -> None:
         for fid, (generation, offset) in checkpoint.items():
             tracked = self.by_id.get(fid)
-            if tracked is not None and tracked.generation == generation and offset > tracked.acked:
-                tracked.acked = offset
+            if tracked is not None and tracked.generation != generation:
+                tracked = self.successors.pop((fid, generation), None)  # that content lives in its copy now
+            if tracked is not None and tracked.id in self.by_id and offset > tracked.acked:
+                tracked.acked = min(offset, tracked.emitted)
         entries = []
         for tracked in self.files.values():
             if tracked.state != "active":
@@ -485,6 +621,10 @@ class TailSource(Source):
         self.positions.save(entries + self.saved)
 
     def exhausted(self) -> bool:
+        with self.lock:
+            return self._exhausted()
+
+    def _exhausted(self) -> bool:
         if not self.cfg.once or not self.started:
             return False
         for tracked in self.files.values():
@@ -495,11 +635,16 @@ class TailSource(Source):
         return True
 
     def progress(self) -> tuple[int, int]:
-        done = self.closed_bytes + sum(f.read_offset for f in self.files.values()) - self.start_bytes
-        return max(0, done), max(0, self.total_bytes - self.start_bytes)
+        with self.lock:
+            done = self.closed_bytes + sum(f.read_offset for f in self.files.values()) - self.start_bytes
+            return max(0, done), max(0, self.total_bytes - self.start_bytes)
 
     def shutdown(self) -> None:
-        for key, tracked in list(self.files.items()):
-            self._forget(key, tracked)
-        self.files.clear()
-        self.by_id.clear()
+        self.closing.set()
+        if self.watcher is not None:
+            self.watcher.join(5)
+        with self.lock:
+            for key, tracked in list(self.files.items()):
+                self._forget(key, tracked, release=False)
+            self.files.clear()
+            self.by_id.clear()

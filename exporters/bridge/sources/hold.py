@@ -1,0 +1,74 @@
+"""Hold tracked files with hard links in the state dir, so rotation cannot delete unread lines.
+
+An open descriptor keeps a rotated-and-deleted file readable only while the process lives. A hard
+link keeps it across ``kill -9`` too, at no copying cost: logrotate may delete the file while a sink
+is down, and the bridge still reads it after a restart. The link is removed once every line of the
+file is acknowledged and the file has left the globs.
+
+Hard links need the state dir on the same filesystem as the logs and write access to it; where
+that is not so (a read-only mount, another volume) holding turns itself off, says so once, and the
+bridge falls back to descriptors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class Holder:
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+        self.enabled = folder is not None
+        self.count = 0  # links made by this process
+
+    def link_path(self, dev: int, ino: int) -> Path:
+        return self.folder / f"{dev}-{ino}"
+
+    def hold(self, dev: int, ino: int, path: str) -> str | None:
+        """Link the file we opened as (dev, ino) at ``path``; the link's path, or None."""
+        if not self.enabled:
+            return None
+        target = self.link_path(dev, ino)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(target)
+                if (st.st_dev, st.st_ino) == (dev, ino):
+                    return str(target)  # held already, by an earlier run
+                target.unlink()  # a stale link to an inode number since reused
+            # by name, then verified below: linking the descriptor itself (linkat with AT_EMPTY_PATH or
+            # through /proc/self/fd) needs privileges or kernel support that cannot be assumed
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno in (errno.EXDEV, errno.EPERM, errno.EROFS, errno.EACCES, errno.EMLINK, errno.ENOTSUP):
+                self.enabled = False
+                log.info(
+                    "not holding rotated files with hard links (%s: %s); a rotated file deleted while "
+                    "the bridge is stopped is lost",
+                    path,
+                    exc.strerror,
+                )
+            return None  # ENOENT: the file was deleted before it could be held; the descriptor still reads it
+        st = os.stat(target)
+        if (st.st_dev, st.st_ino) != (dev, ino):  # the name moved on to a newer file: never hold the wrong data
+            target.unlink()
+            return None
+        self.count += 1
+        return str(target)
+
+    def release(self, link: str | None) -> None:
+        if link:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(link)
+
+    def held(self) -> list[str]:
+        """Every link left by an earlier run."""
+        if not self.enabled or not self.folder.is_dir():
+            return []
+        return sorted(str(p) for p in self.folder.iterdir() if p.is_file())
