@@ -1,0 +1,156 @@
+"""The OpenTelemetry SDK for one instrumented app: traces, metrics and logs over OTLP.
+
+Configured the standard way, by ``OTEL_*`` environment variables: ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_{TRACES,METRICS,LOGS}_EXPORTER`` (``otlp``, ``console`` or
+``none``; ``otlp`` by default, as the spec says), ``OTEL_EXPORTER_OTLP_[SIGNAL_]PROTOCOL``
+(``http/protobuf`` by default, or ``grpc``), ``OTEL_EXPORTER_OTLP_[SIGNAL_]ENDPOINT``, headers,
+timeouts, ``OTEL_TRACES_SAMPLER`` and ``OTEL_SDK_DISABLED``; the exporters read their own variables.
+Arguments in ``OtelConfig`` override the environment, and tests add their own span processors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+from obsbox.config import ConfigError
+from obsbox.exporters.propagation import ActivityIdGenerator
+
+SIGNALS = ("traces", "metrics", "logs")
+EXPORTERS = ("otlp", "console", "none")
+PROTOCOLS = ("http/protobuf", "grpc")
+
+
+@dataclass
+class OtelConfig:
+    """``*_exporter`` None means: from ``OTEL_*_EXPORTER``, default ``otlp``. ``tracer_provider``
+    brings your own provider (its ID generator is wrapped so ``X-Activity-ID`` works);
+    ``span_processors`` are added to the provider either way."""
+
+    service_name: str | None = None
+    resource_attributes: dict[str, str] = field(default_factory=dict)
+    traces_exporter: str | None = None
+    metrics_exporter: str | None = None
+    logs_exporter: str | None = None
+    tracer_provider: TracerProvider | None = None
+    span_processors: Sequence[SpanProcessor] = ()
+    log_handler: bool = True  # send Python logging records over OTLP logs (root logger)
+    set_global: bool = True  # make ours the global tracer provider when none is set yet
+
+
+def exporter_choice(signal: str, given: str | None) -> str:
+    """The exporter for one signal: the argument, else ``OTEL_<SIGNAL>_EXPORTER``, else ``otlp``."""
+    variable = f"OTEL_{signal.upper()}_EXPORTER"
+    choice = (given or os.environ.get(variable) or "otlp").strip().lower()
+    if choice not in EXPORTERS:
+        source = "argument" if given else variable
+        raise ConfigError(f"{source}={choice!r}: expected one of {', '.join(EXPORTERS)}")
+    return choice
+
+
+def protocol(signal: str) -> str:
+    value = (
+        os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
+    if value not in PROTOCOLS:
+        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={value!r}: expected one of {', '.join(PROTOCOLS)}")
+    return value
+
+
+def _otlp_exporter(signal: str) -> Any:
+    """The OTLP exporter class for a signal and the configured protocol, built from the env."""
+    if protocol(signal) == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter  # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
+    else:
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
+    return {"traces": OTLPSpanExporter, "metrics": OTLPMetricExporter, "logs": OTLPLogExporter}[signal]()
+
+
+@dataclass
+class OtelProviders:
+    """The providers built for one app; ``shutdown()`` flushes and stops them."""
+
+    tracer_provider: TracerProvider
+    meter_provider: Any = None
+    logger_provider: Any = None
+    log_handler: logging.Handler | None = None
+    owns_tracer_provider: bool = True
+
+    def shutdown(self) -> None:
+        if self.log_handler is not None:
+            logging.getLogger().removeHandler(self.log_handler)
+            self.log_handler = None
+        for provider in (self.meter_provider, self.logger_provider):
+            if provider is not None:
+                provider.shutdown()
+        if self.owns_tracer_provider:
+            self.tracer_provider.shutdown()
+        else:
+            self.tracer_provider.force_flush()
+
+
+def build(config: OtelConfig) -> OtelProviders:
+    attributes = dict(config.resource_attributes)
+    if config.service_name:
+        attributes[SERVICE_NAME] = config.service_name
+    resource = Resource.create(attributes)
+    providers = OtelProviders(
+        tracer_provider=config.tracer_provider or TracerProvider(resource=resource, id_generator=ActivityIdGenerator()),
+        owns_tracer_provider=config.tracer_provider is None,
+    )
+    tp = providers.tracer_provider
+    if not isinstance(tp.id_generator, ActivityIdGenerator):
+        tp.id_generator = ActivityIdGenerator(tp.id_generator)
+    for processor in config.span_processors:
+        tp.add_span_processor(processor)
+    traces = exporter_choice("traces", config.traces_exporter)
+    if traces != "none":
+        tp.add_span_processor(
+            BatchSpanProcessor(ConsoleSpanExporter() if traces == "console" else _otlp_exporter("traces"))
+        )
+    if config.set_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        trace.set_tracer_provider(tp)
+    metrics = exporter_choice("metrics", config.metrics_exporter)
+    if metrics != "none":
+        providers.meter_provider = _meter_provider(resource, metrics)
+    logs = exporter_choice("logs", config.logs_exporter)
+    if logs != "none":
+        providers.logger_provider = _logger_provider(resource, logs)
+        if config.log_handler:
+            from opentelemetry.sdk._logs import LoggingHandler  # noqa: PLC0415
+
+            providers.log_handler = LoggingHandler(logger_provider=providers.logger_provider)
+            logging.getLogger().addHandler(providers.log_handler)
+    return providers
+
+
+def _meter_provider(resource: Resource, choice: str) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader  # noqa: PLC0415
+
+    exporter = ConsoleMetricExporter() if choice == "console" else _otlp_exporter("metrics")
+    return MeterProvider(resource=resource, metric_readers=[PeriodicExportingMetricReader(exporter)])
+
+
+def _logger_provider(resource: Resource, choice: str) -> Any:
+    from opentelemetry.sdk._logs import LoggerProvider  # noqa: PLC0415
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, ConsoleLogRecordExporter  # noqa: PLC0415
+
+    provider = LoggerProvider(resource=resource)
+    exporter = ConsoleLogRecordExporter() if choice == "console" else _otlp_exporter("logs")
+    provider.add_log_record_processor(BatchLogRecordProcessor(exporter))
+    return provider

@@ -1,0 +1,67 @@
+"""scripts/locustfile.py: it compiles everywhere, and where Locust is installed (the optional extra
+``locust``) it drives a real demo gateway briefly without a failure."""
+
+from __future__ import annotations
+
+import importlib.util
+import py_compile
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.exporters.servers import free_port, wait_until
+
+LOCUSTFILE = Path(__file__).parents[2] / "scripts" / "locustfile.py"
+
+
+def test_locustfile_compiles():
+    py_compile.compile(str(LOCUSTFILE), doraise=True)
+
+
+def test_locust_drives_the_demo_gateway(tmp_path):
+    if importlib.util.find_spec("locust") is None:
+        pytest.skip("Locust is not installed here (pip install 'obsbox[locust]'); only the compile check ran")
+    port = free_port()
+    demo = [sys.executable, "-m", "obsbox", "demo", "--no-load", "--scenario", "tuned", "--port", str(port)]
+    gateway = subprocess.Popen(
+        [*demo, "--duration", "60", "--log-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _healthy(url, gateway), 20, "the demo gateway")
+        locust = shutil.which("locust") or pytest.fail("the locust package is installed but its command is not")
+        command = [locust, "-f", str(LOCUSTFILE), "--headless", "-u", "3", "-r", "3", "-t", "4s", "--host", url]
+        result = subprocess.run(
+            [*command, "--only-summary", "--stop-timeout", "5"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            cwd=tmp_path,
+        )
+    finally:
+        gateway.terminate()
+        gateway.wait(30)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report
+    asks = re.search(r"POST\s+ask\s+(\d+)\s+(\d+)", report)
+    assert asks, report
+    assert int(asks.group(1)) >= 1 and int(asks.group(2)) == 0  # requests made, none failed
+    lines = (tmp_path / "gateway.json").read_text().splitlines()
+    assert len(lines) >= int(asks.group(1))
+
+
+def _healthy(url: str, process: subprocess.Popen) -> bool:
+    if process.poll() is not None:
+        pytest.fail(f"the demo gateway exited: {process.stderr.read().decode()}")
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
