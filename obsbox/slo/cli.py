@@ -1,0 +1,97 @@
+"""``obsbox slo``: build Prometheus rules from an SLO spec, or check a spec and its rules file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from obsbox.exporters.bridge.processors.log_metrics import load_rules
+from obsbox.slo.rules import num, render, rules, slo_windows, write
+from obsbox.slo.spec import load
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "slo",
+        help="SLOs as code: Prometheus recording rules and burn-rate alerts from an SLO spec",
+        description="Turn an SLO spec (YAML) into a Prometheus rules file: SLI error ratios, error budgets, "
+        "burn rates, the SRE Workbook's multi-window multi-burn-rate alerts, the alerts of the log_metrics "
+        "rules and the GPU autoscaling signals.",
+    )
+    commands = p.add_subparsers(dest="slo_command", metavar="SUBCOMMAND", required=True)
+
+    build = commands.add_parser("build", help="write the rules file", description="Write the rules file.")
+    build.add_argument("spec", type=Path, metavar="SLO_YAML", help="the SLO spec")
+    build.add_argument("--out", type=Path, metavar="RULES_FILE", help="where to write (default: standard output)")
+    _log_rule_options(build)
+    build.set_defaults(func=_build)
+
+    check = commands.add_parser(
+        "check",
+        help="validate a spec; with --rules, fail when the rules file is out of date",
+        description="Validate an SLO spec and print its SLOs with their alert thresholds. With --rules, "
+        "exit 1 when that file is not what `obsbox slo build` would write.",
+    )
+    check.add_argument("spec", type=Path, metavar="SLO_YAML", help="the SLO spec")
+    check.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the generated rules file to compare")
+    _log_rule_options(check)
+    check.set_defaults(func=_check)
+
+
+def _log_rule_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--log-rules",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="log_metrics rules whose alerts to add to the shipped ones (repeatable)",
+    )
+    p.add_argument("--no-default-log-rules", action="store_true", help="leave out the shipped log_metrics rules")
+
+
+def log_rules(files: Sequence[Path] = (), defaults: bool = True) -> list:
+    """The log_metrics rules whose alerts go into the rules file: the shipped ones and those in ``files``."""
+    return (load_rules() if defaults else []) + [rule for f in files for rule in load_rules(f)]
+
+
+def generate(spec: Path, log_rule_objects: Sequence | None = None) -> str:
+    """The rules file's text for ``spec``, as ``obsbox slo build`` writes it."""
+    found = log_rules() if log_rule_objects is None else list(log_rule_objects)
+    return render(rules(load(spec, found), found), Path(spec).name)
+
+
+def _log_rules(args: argparse.Namespace) -> list:
+    return log_rules(args.log_rules, not args.no_default_log_rules)
+
+
+def _build(args: argparse.Namespace) -> int:
+    text = generate(args.spec, _log_rules(args))
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write(args.out, text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    found = _log_rules(args)
+    slos = load(args.spec, found)
+    text = render(rules(slos, found), args.spec.name)
+    for slo in slos:
+        print(
+            f"{slo.name} ({slo.service}): {slo.sli.kind}, objective {num(slo.objective)} over {slo.window}, "
+            f"error budget {num(slo.error_budget)}, windows {' '.join(slo_windows(slo))}"
+        )
+        for c in slo.burn_conditions():
+            print(f"  {c.severity}: burn >= {num(c.factor)} over {c.long_window} and {c.short_window}")
+    if args.rules is not None:
+        current = args.rules.read_text(encoding="utf-8") if args.rules.exists() else None
+        if current != text:
+            print(f"{args.rules} is out of date: run obsbox slo build {args.spec} --out {args.rules}", file=sys.stderr)
+            return 1
+        print(f"{args.rules} is up to date")
+    return 0

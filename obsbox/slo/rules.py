@@ -1,0 +1,256 @@
+"""Prometheus rules from SLOs, from the log_metrics rules' alerts, and for the GPU autoscaling signals.
+
+One rule group per SLO, so that each evaluation sees the ratios it has just recorded (rules in a group
+run in order, at one timestamp): the SLI error ratios over every window, the objective, the error
+budget, the burn rates, the budget remaining, then the SRE Workbook's multi-window multi-burn-rate
+alerts (``conventions.BURN_THRESHOLDS``; each condition is its own alert, labelled with its windows).
+
+Long windows. Windows up to 6h are computed from the raw counters, exactly, as the page alerts need
+them fresh. From 1d up (1d, 3d and the 30d period) a ratio would read days of every raw series at
+every evaluation, so instead two per-SLO series are recorded first, the error rate and the event rate
+over 5m, and a long window is ``sum_over_time(errors) / sum_over_time(events)``: a ratio of sums,
+weighted by traffic like the raw ratio, that reads one pre-aggregated series. Sloth averages the 5m
+ratio over time, which weighs a quiet night's few requests as much as a busy hour's; Pyrra reads the
+raw counters over the whole period. Recording is one series per SLO, whatever the label cardinality.
+The period windows need Prometheus to keep that much history (``--storage.tsdb.retention.time``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from obsbox import conventions
+from obsbox.config import ConfigError
+from obsbox.exporters.bridge.processors.log_metrics import load_rules
+from obsbox.slo.spec import SLO, check
+
+ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per second over 5m
+EVENTS_RATE = "slo:sli_events:rate5m"  # {slo, service}: events per second over 5m
+RECORDED_FROM_SECONDS = 86400  # windows this long or longer are computed from the two series above
+GPU_MEMORY = "gateway:gpu_memory_utilization:avg"
+DECODE_QPS = "gateway:decode_qps:rate1m"
+GPU_SCALE_UP_ALERT = "GPUScaleUp"
+GPU_SCALE_DOWN_ALERT = "GPUScaleDown"
+LOG_ALERT_GROUP = "obsbox-log-metrics-alerts"
+GPU_GROUP = "obsbox-gpu-autoscaling"
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
+
+
+def seconds(duration: str) -> float:
+    """A Prometheus duration ("5m", "1h30m", "30d") in seconds."""
+    parts = _DURATION_PART.findall(duration)
+    if not parts or "".join(n + u for n, u in parts) != duration:
+        raise ValueError(f"{duration!r} is not a Prometheus duration")
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+def duration(total: float) -> str:
+    """Seconds as the shortest Prometheus duration: 300 → "5m", 180000 → "2d2h"."""
+    out, rest = "", int(total)
+    for unit in ("d", "h", "m", "s"):
+        count, rest = divmod(rest, _UNITS[unit])
+        out += f"{count}{unit}" if count else ""
+    return out or "0s"
+
+
+def num(value: float) -> str:
+    """A number as PromQL and humans read it: 0.05, not 0.050000000000000044."""
+    return f"{value:.12g}"
+
+
+def slo_windows(slo: SLO) -> list[str]:
+    """Every window the SLO's rules record, shortest first; for a 30-day SLO, ``conventions.SLO_WINDOWS``."""
+    windows = {w for c in slo.burn_conditions() for w in (c.long_window, c.short_window)} | {slo.window}
+    return sorted(windows, key=seconds)
+
+
+def rules(slos: Sequence[SLO], log_rules: Sequence | None = None) -> dict[str, Any]:
+    """The Prometheus rules-file structure: one group per SLO, then the log and GPU alert groups.
+
+    ``log_rules`` are log_metrics ``Rule`` objects; None means the shipped defaults.
+    """
+    if log_rules is None:
+        log_rules = load_rules()
+    check(slos, log_rules)
+    return {"groups": [*(slo_group(slo) for slo in slos), log_alert_group(log_rules), gpu_group()]}
+
+
+def slo_group(slo: SLO) -> dict[str, Any]:
+    labels = {"slo": slo.name, "service": slo.service}
+    budget = num(slo.error_budget)
+    filters = slo.matchers
+
+    def record(name: str, expr: str) -> dict[str, Any]:
+        return {"record": name, "expr": expr, "labels": dict(labels)}
+
+    def ratio(window: str) -> str:
+        return slo.recorded(conventions.SLI_ERROR_RATIO.format(window=window))
+
+    out = [
+        record(ERROR_EVENTS_RATE, slo.sli.error_rate_expr("5m", filters)),
+        record(EVENTS_RATE, slo.sli.total_rate_expr("5m", filters)),
+    ]
+    for window in slo_windows(slo):
+        if seconds(window) < RECORDED_FROM_SECONDS:
+            expr = slo.error_ratio_expr(window)
+        else:
+            expr = (
+                f"sum_over_time({slo.recorded(ERROR_EVENTS_RATE)}[{window}])\n"
+                f"/\nsum_over_time({slo.recorded(EVENTS_RATE)}[{window}])"
+            )
+        out.append(record(conventions.SLI_ERROR_RATIO.format(window=window), expr))
+    out += [
+        record(conventions.SLO_OBJECTIVE, f"vector({num(slo.objective)})"),
+        record(conventions.SLO_ERROR_BUDGET, f"vector({budget})"),
+        record(conventions.SLO_CURRENT_BURN_RATE, f"{ratio('5m')} / {budget}"),
+        record(conventions.SLO_PERIOD_BURN_RATE, f"{ratio(slo.window)} / {budget}"),
+        record(conventions.SLO_BUDGET_REMAINING, f"1 - {slo.recorded(conventions.SLO_PERIOD_BURN_RATE)}"),
+    ]
+    for condition in slo.burn_conditions():
+        factor = num(condition.factor)
+        exhausted = duration(seconds(slo.window) / condition.factor)
+        out.append(
+            {
+                "alert": conventions.SLO_ALERT,
+                "expr": f"({ratio(condition.long_window)} / {budget}) >= {factor}\n"
+                f"and\n({ratio(condition.short_window)} / {budget}) >= {factor}",
+                "labels": {
+                    "severity": condition.severity,
+                    **labels,
+                    "long_window": condition.long_window,
+                    "short_window": condition.short_window,
+                    **slo.labels,
+                },
+                "annotations": _annotations(
+                    f"{slo.name} ({slo.service}) is burning its error budget {factor}x too fast",
+                    f"{slo.description.strip()} Over the last {condition.long_window} and the last "
+                    f"{condition.short_window}, the error ratio is at least {factor}x the error budget of "
+                    f"{num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over {slo.window}); "
+                    f"at this rate the whole budget is spent in {exhausted}.",
+                    slo.runbook,
+                    slo.runbook_url,
+                ),
+            }
+        )
+    return {"name": f"obsbox-slo-{slo.name}", "rules": out}
+
+
+def log_alert_group(log_rules: Sequence) -> dict[str, Any]:
+    """An alert per log_metrics rule with an ``alert``: ``rate(series[window]) > threshold`` for ``for``."""
+    out = []
+    for rule in log_rules:
+        spec = rule.alert
+        if spec is None:
+            continue
+        if not rule.action.strip():
+            raise ConfigError("a rule with an alert needs an action (the alert's runbook)", key=f"rules.{rule.name}")
+        expr = f"rate({rule.series}[{spec.window}]) > {num(spec.threshold)}"
+        if spec.threshold <= 0:
+            # A labelled counter appears at its first increment, at 1, where rate() sees no increase yet.
+            expr = f"{expr}\nor\n({rule.series} > 0 unless {rule.series} offset {spec.window})"
+        alert: dict[str, Any] = {
+            "alert": "Log" + "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", rule.name)),
+            "expr": expr,
+        }
+        try:
+            hold = seconds(spec.for_)
+        except ValueError as exc:
+            raise ConfigError(str(exc), key=f"rules.{rule.name}.alert.for") from None
+        if hold:
+            alert["for"] = duration(hold)
+        rate = f"above {num(spec.threshold)}/s" if spec.threshold > 0 else "above zero"
+        alert["labels"] = {"severity": spec.severity, "log_rule": rule.name}
+        alert["annotations"] = _annotations(
+            f"Log rule {rule.name}: {rate} over {spec.window}",
+            f"{rule.help or rule.metric} The bridge counts {rule.series} from log lines matching "
+            f"{rule.regex!r}; its rate over {spec.window} has been {rate}"
+            + (f" for {duration(hold)}." if hold else "."),
+            rule.action,
+        )
+        out.append(alert)
+    return {"name": LOG_ALERT_GROUP, "rules": out}
+
+
+def gpu_group() -> dict[str, Any]:
+    """The autoscaling signals: fire when both GPU memory and decode QPS stay past their limits."""
+    up, down = conventions.GPU_SCALE_UP, conventions.GPU_SCALE_DOWN
+    hold = duration(conventions.GPU_SCALE_HOLD_SECONDS)
+    decode = f'{conventions.STAGE_DURATION}_count{{stage="decode"}}'
+
+    def signal(name: str, direction: str, op: str, limits: dict[str, float], action: str) -> dict[str, Any]:
+        memory, qps = num(limits["gpu_memory_utilization"]), num(limits["decode_qps"])
+        return {
+            "alert": name,
+            "expr": f"{GPU_MEMORY} {op} {memory}\nand\n{DECODE_QPS} {op} {qps}",
+            "for": hold,
+            "labels": {"severity": "info", "autoscale": direction},
+            "annotations": _annotations(
+                f"Scale the GPU pool {direction}",
+                f"Mean GPU memory utilization {op} {memory} and decode QPS {op} {qps}, both for {hold}.",
+                action,
+            ),
+        }
+
+    return {
+        "name": GPU_GROUP,
+        "rules": [
+            {"record": GPU_MEMORY, "expr": f"avg({conventions.GPU_MEMORY_UTILIZATION})"},
+            {"record": DECODE_QPS, "expr": f"sum(rate({decode}[1m]))"},
+            signal(GPU_SCALE_UP_ALERT, "up", ">", up, "Add a GPU replica; decode is memory-bound and busy."),
+            signal(GPU_SCALE_DOWN_ALERT, "down", "<", down, "Remove a GPU replica; the pool is idle."),
+        ],
+    }
+
+
+def _annotations(summary: str, description: str, runbook: str, url: str | None = None) -> dict[str, str]:
+    out = {"summary": summary, "description": f"{description.strip()} Runbook: {runbook.strip()}"}
+    out["runbook"] = runbook.strip()
+    if url:
+        out["runbook_url"] = url
+    return out
+
+
+class _Dumper(yaml.SafeDumper):
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(document: dict[str, Any], source: str) -> str:
+    """The rules file's text: a header naming the spec, then the groups, byte-identical run after run."""
+    header = f"# Generated by `obsbox slo build` from {source}. Edit that file and rebuild; do not edit this one.\n"
+    return header + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=1_000_000, allow_unicode=True)
+
+
+def write(path: str | Path, text: str) -> None:
+    """Replace ``path`` atomically: a reader sees the old file or the new one, never half of one."""
+    path = Path(path)
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

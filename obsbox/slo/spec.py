@@ -1,0 +1,337 @@
+"""The SLO spec: the YAML model, its loader and its validation.
+
+A spec file lists SLOs; each names its service, objective, period (``window``), runbook and SLI::
+
+    service: gateway                  # default for every SLO below
+    slos:
+      - name: ReplyLatency
+        objective: 0.95               # a ratio in (0, 1)
+        window: 30d                   # the period; 30d (default) or 28d
+        sli:
+          kind: latency               # good = _bucket{le=THRESHOLD}, total = _count
+          metric: gateway_reply_latency_seconds
+          threshold: 300ms            # must be one of the histogram's bucket boundaries
+        filters: ['route="/v1/chat"'] # label matchers applied to every SLI series
+        runbook: What to do when it burns.
+      - name: Availability
+        objective: 0.99
+        sli:
+          kind: availability          # bad/total or good/total counters
+          bad: gateway_request_duration_seconds_count{status_code=~"5.."}
+          total: gateway_request_duration_seconds_count
+        runbook: ...
+
+Every problem is reported as ``file:line: key: what is wrong``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from prometheus_client.utils import floatToGoString
+
+from obsbox import conventions
+from obsbox.config import ConfigError, KeyPath, build, load_yaml, parse_yaml
+from obsbox.exporters.bridge.processors.log_metrics import STAGE_BUCKETS, load_rules
+from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, parse_matcher, parse_selector
+
+# The seed spec and the rules generated from it, in a source checkout (compose/ is not installed).
+DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "compose" / "slo.yaml"
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "compose" / "prometheus" / "rules" / "slo.rules.yml"
+
+BASE_PERIOD_DAYS = 30  # conventions.BURN_THRESHOLDS are the SRE Workbook's factors for a 30-day period
+PERIODS = {"28d": 28, "30d": 30}
+RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_COUNTER_SUFFIXES = ("_total", "_count", "_bucket")
+Problem = tuple[KeyPath, str]
+
+
+def known_histograms(log_rules: Sequence | None = None) -> dict[str, tuple[float, ...]]:
+    """Histograms obsbox emits, with their bucket boundaries: the gateway's and the bridge's."""
+    known = {
+        conventions.REQUEST_DURATION: tuple(conventions.REQUEST_BUCKETS),
+        conventions.REPLY_LATENCY: tuple(conventions.REPLY_BUCKETS),
+        conventions.LOG_STAGE_DURATION: tuple(STAGE_BUCKETS),
+    }
+    for rule in load_rules() if log_rules is None else log_rules:
+        if rule.type == "histogram":
+            known[rule.metric] = tuple(rule.buckets)
+    return known
+
+
+@dataclass(frozen=True)
+class BurnCondition:
+    """Alert when the error ratio is at least ``factor`` times the budget over both windows."""
+
+    severity: str
+    factor: float
+    long_window: str
+    short_window: str
+
+
+@dataclass
+class SLI:
+    """What counts as an error.
+
+    ``latency``: a request is good when it lands in the histogram bucket ``le=threshold``.
+    ``availability``: good/total or bad/total counters, each a series selector.
+    """
+
+    kind: Literal["latency", "availability"]
+    metric: str | None = None
+    threshold: float | None = None
+    buckets: list[float] | None = None
+    good: str | None = None
+    bad: str | None = None
+    total: str | None = None
+
+    def problems(self, histograms: Mapping[str, Sequence[float]]) -> list[Problem]:
+        if self.kind == "latency":
+            return self._latency_problems(histograms)
+        return self._availability_problems()
+
+    def _latency_problems(self, histograms: Mapping[str, Sequence[float]]) -> list[Problem]:
+        out: list[Problem] = [
+            ((key,), "belongs to an availability SLI, not a latency one")
+            for key in ("good", "bad", "total")
+            if getattr(self, key) is not None
+        ]
+        if self.metric is None:
+            return [*out, ((), "a latency SLI needs 'metric' (the histogram's name, without _bucket)")]
+        if self.threshold is None:
+            return [*out, ((), "a latency SLI needs 'threshold' (seconds, e.g. 300ms)")]
+        if not METRIC_NAME.fullmatch(self.metric) or self.metric.endswith(("_bucket", "_count", "_sum")):
+            out.append((("metric",), f"{self.metric!r}: give the histogram's base name, without _bucket/_count/_sum"))
+        known = histograms.get(self.metric)
+        if known is not None and self.buckets is not None and not _same_buckets(known, self.buckets):
+            out.append((("buckets",), f"{self.metric} has the buckets {_list(known)}, not {_list(self.buckets)}"))
+        buckets = known if known is not None else self.buckets
+        if buckets is None:
+            out.append(
+                (
+                    ("metric",),
+                    f"obsbox does not know the buckets of {self.metric}; list them under sli.buckets "
+                    "so the threshold can be checked against them",
+                )
+            )
+        elif self.le(buckets) is None:
+            out.append(
+                (
+                    ("threshold",),
+                    f"{self.threshold:g} is not a bucket boundary of {self.metric} (buckets: {_list(buckets)}); "
+                    "the SLI counts the requests in the bucket le=THRESHOLD, so it must be one of them",
+                )
+            )
+        return out
+
+    def _availability_problems(self) -> list[Problem]:
+        out: list[Problem] = [
+            ((key,), "belongs to a latency SLI, not an availability one")
+            for key in ("metric", "threshold", "buckets")
+            if getattr(self, key) is not None
+        ]
+        if self.total is None:
+            out.append(((), "an availability SLI needs 'total' (the counter of all events)"))
+        if (self.good is None) == (self.bad is None):
+            out.append(((), "an availability SLI needs exactly one of 'good' or 'bad' (besides 'total')"))
+        for key in ("good", "bad", "total"):
+            text = getattr(self, key)
+            if text is None:
+                continue
+            error = _error(parse_selector, text)
+            if error is None and not parse_selector(text).metric.endswith(_COUNTER_SUFFIXES):
+                error = f"{parse_selector(text).metric} is not a counter (counters end in _total, _count or _bucket)"
+            if error:
+                out.append(((key,), error))
+        return out
+
+    def le(self, buckets: Sequence[float]) -> str | None:
+        """The ``le`` label value of the threshold's bucket, as the Prometheus clients write it."""
+        for bound in buckets:
+            if self.threshold is not None and math.isclose(bound, self.threshold, rel_tol=1e-9):
+                return floatToGoString(bound)
+        return None
+
+    def le_matcher(self) -> Matcher:
+        """The threshold's bucket: ``le="0.3"``; a whole number matches both "1" (Go clients, Prometheus 2)
+        and "1.0" (the Python client, and Prometheus 3, which normalizes ``le`` on ingestion)."""
+        le = floatToGoString(float(f"{self.threshold:.12g}"))
+        if le.endswith(".0"):
+            return Matcher("le", "=~", f"{le[:-2]}|{le}")
+        return Matcher("le", "=", le)
+
+    def selectors(self, filters: Sequence[Matcher] = ()) -> tuple[Selector, Selector, bool]:
+        """``(events, total, events_are_errors)``: the SLI's two counters, with ``filters`` applied."""
+        if self.kind == "latency":
+            good = Selector(f"{self.metric}_bucket", (*filters, self.le_matcher()))
+            return good, Selector(f"{self.metric}_count", tuple(filters)), False
+        events = parse_selector(self.bad if self.bad is not None else self.good).where(*filters)
+        return events, parse_selector(self.total).where(*filters), self.bad is not None
+
+    def error_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
+        """Errors per second over ``window``, summed over every matching series."""
+        events, _, are_errors = self.selectors(filters)
+        counted = f"sum(rate({events}[{window}])) or vector(0)"
+        return counted if are_errors else f"{self.total_rate_expr(window, filters)} - ({counted})"
+
+    def total_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
+        """Events per second over ``window``."""
+        return f"sum(rate({self.selectors(filters)[1]}[{window}]))"
+
+    def error_ratio_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
+        """The share of events over ``window`` that are errors (NaN when there were none)."""
+        return f"({self.error_rate_expr(window, filters)})\n/\n{self.total_rate_expr(window, filters)}"
+
+
+@dataclass
+class SLO:
+    name: str
+    sli: SLI
+    objective: float
+    runbook: str
+    service: str | None = None
+    window: str = "30d"
+    description: str = ""
+    runbook_url: str | None = None
+    filters: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def error_budget(self) -> float:
+        return 1.0 - self.objective
+
+    @property
+    def matchers(self) -> tuple[Matcher, ...]:
+        return tuple(parse_matcher(text) for text in self.filters)
+
+    def error_ratio_expr(self, window: str) -> str:
+        """The PromQL error ratio over ``window``, computed from the raw series (filters applied)."""
+        return self.sli.error_ratio_expr(window, self.matchers)
+
+    def recorded(self, metric: str) -> str:
+        """A recorded SLO series of this SLO: ``metric{service="...",slo="..."}``."""
+        return str(Selector(metric, self.identity))
+
+    @property
+    def identity(self) -> tuple[Matcher, ...]:
+        return (Matcher("service", "=", self.service or ""), Matcher("slo", "=", self.name))
+
+    def burn_conditions(self) -> list[BurnCondition]:
+        """The SRE Workbook's four conditions, their factors scaled to this SLO's period."""
+        scale = PERIODS.get(self.window, BASE_PERIOD_DAYS) / BASE_PERIOD_DAYS
+        return [
+            BurnCondition(severity, round(factor * scale, 9), long, short)
+            for severity, conditions in conventions.BURN_THRESHOLDS.items()
+            for factor, long, short in conditions
+        ]
+
+    def problems(self, histograms: Mapping[str, Sequence[float]]) -> list[Problem]:
+        """Everything wrong with this SLO, as (key path, message) pairs."""
+        out: list[Problem] = []
+        if not _NAME.fullmatch(self.name):
+            out.append((("name",), f"{self.name!r}: use letters, digits, '_' and '-', starting with a letter"))
+        if self.service is None:
+            out.append(((), "missing required key 'service' (or set 'service' at the top of the file)"))
+        if self.window not in PERIODS:
+            known = ", ".join(PERIODS)
+            out.append(
+                (
+                    ("window",),
+                    f"{self.window!r} is not a known SLO period (known: {known}); the burn-rate "
+                    "thresholds of the SRE Workbook are calibrated for four-week periods",
+                )
+            )
+        out += self._objective_problems()
+        if not self.runbook.strip():
+            out.append((("runbook",), "must say what to do when the SLO burns"))
+        out += [
+            (("filters", i), error) for i, text in enumerate(self.filters) if (error := _error(parse_matcher, text))
+        ]
+        out += [
+            (("labels", label), f"{label!r} is reserved or not a label name")
+            for label in self.labels
+            if label in RESERVED_LABELS or not LABEL_NAME.fullmatch(label)
+        ]
+        return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
+
+    def _objective_problems(self) -> list[Problem]:
+        if not 0.0 < self.objective < 1.0:
+            return [(("objective",), f"{self.objective:g} is not a ratio in (0, 1); write 0.95 for 95%")]
+        fastest = max(c.factor for c in self.burn_conditions())
+        if fastest * self.error_budget <= 1:
+            return []
+        least = math.ceil((1 - 1 / fastest) * 1e4) / 1e4
+        return [
+            (
+                ("objective",),
+                f"at {self.objective:g} the fastest burn-rate alert ({fastest:g}x the error budget) would need "
+                f"more errors than events, so it could never fire; use an objective of at least {least:g}",
+            )
+        ]
+
+
+@dataclass
+class SpecFile:
+    slos: list[SLO]
+    service: str | None = None
+
+
+def load(path: str | Path, log_rules: Sequence | None = None) -> list[SLO]:
+    """The SLOs of a spec file, validated; a located ConfigError on the first problem."""
+    return _load(load_yaml(path), log_rules)
+
+
+def loads(text: str, source: str = "<slo spec>", log_rules: Sequence | None = None) -> list[SLO]:
+    """As ``load``, from YAML text."""
+    return _load(parse_yaml(text, source=source), log_rules)
+
+
+def _load(doc, log_rules: Sequence | None) -> list[SLO]:
+    spec = build(SpecFile, doc.data, doc)
+    histograms = known_histograms(log_rules)
+    seen: dict[str, int] = {}
+    for i, slo in enumerate(spec.slos):
+        if slo.service is None:
+            slo.service = spec.service
+        for key, message in slo.problems(histograms):
+            raise doc.error(("slos", i, *key), message)
+        if slo.name in seen:
+            raise doc.error(("slos", i, "name"), f"{slo.name!r} is already the name of slos[{seen[slo.name]}]")
+        seen[slo.name] = i
+    if not spec.slos:
+        raise doc.error(("slos",), "lists no SLOs")
+    return spec.slos
+
+
+def check(slos: Sequence[SLO], log_rules: Sequence | None = None) -> None:
+    """Validate SLOs built in Python (``load`` already does this); ConfigError naming the SLO and key."""
+    histograms = known_histograms(log_rules)
+    names = [slo.name for slo in slos]
+    for slo in slos:
+        for key, message in slo.problems(histograms):
+            raise ConfigError(message, source=f"SLO {slo.name}", key=".".join(map(str, key)) or None)
+        if names.count(slo.name) > 1:
+            raise ConfigError("two SLOs have this name", source=f"SLO {slo.name}", key="name")
+
+
+def _error(parse, text: str) -> str | None:
+    """What ``parse`` finds wrong with ``text``, or None."""
+    try:
+        parse(text)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def _same_buckets(a: Sequence[float], b: Sequence[float]) -> bool:
+    return len(a) == len(b) and all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, b, strict=True))
+
+
+def _list(values: Sequence[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
