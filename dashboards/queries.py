@@ -1,0 +1,253 @@
+"""The query catalog: every PromQL, LogQL and TraceQL expression the dashboards and the report run.
+
+Each expression is defined once, here, from the names in :mod:`obsbox.conventions` (and, for the
+bridge's own metrics, from :class:`BridgeMetrics` itself). Expressions keep Grafana's template
+variables (``$service``, ``$route``, ``$model``, ``$trace_id``, ``$__rate_interval``, ``$__range``,
+``$__interval``); :meth:`Query.fill` replaces them for tools that talk to Prometheus directly.
+
+``$service`` is the Prometheus ``job`` label for scraped metrics (the OpenTelemetry ``service.name``
+maps to ``job``), the ``service`` label for metrics derived from logs, ``service_name`` in Loki and
+``resource.service.name`` in Tempo.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from prometheus_client import CollectorRegistry
+
+from obsbox import conventions as c
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+
+LANG_DATASOURCE = {"promql": "prometheus", "logql": "loki", "traceql": "tempo"}
+VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
+
+
+@dataclass(frozen=True)
+class Query:
+    """One expression, the language it is written in, and the legend Grafana draws for its series."""
+
+    expr: str
+    legend: str = ""
+    lang: str = "promql"
+
+    def __post_init__(self) -> None:
+        if self.lang not in LANG_DATASOURCE:
+            raise ValueError(f"unknown query language {self.lang!r}; expected one of {sorted(LANG_DATASOURCE)}")
+
+    @property
+    def datasource(self) -> str:
+        return LANG_DATASOURCE[self.lang]
+
+    @property
+    def variables(self) -> set[str]:
+        return {a or b for a, b in VARIABLE.findall(self.expr)}
+
+    def fill(self, values: dict[str, str]) -> str:
+        """The expression with every template variable replaced; a variable without a value is an error."""
+        missing = self.variables - values.keys()
+        if missing:
+            raise KeyError(f"no value for template variable(s) {sorted(missing)} in {self.expr!r}")
+        return VARIABLE.sub(lambda m: values[m.group(1) or m.group(2)], self.expr)
+
+
+def stage(name: str) -> str:
+    """A stage name, checked against the conventions."""
+    if name not in c.STAGES:
+        raise ValueError(f"unknown stage {name!r}; conventions.STAGES has {c.STAGES}")
+    return name
+
+
+def caches(*names: str) -> str:
+    """A regex alternation of cache names, checked against the conventions."""
+    unknown = set(names) - set(c.CACHES)
+    if unknown:
+        raise ValueError(f"unknown cache(s) {sorted(unknown)}; conventions.CACHES has {c.CACHES}")
+    return "|".join(names)
+
+
+@cache
+def bridge_metric(attribute: str) -> str:
+    """The sample name of one of the bridge's own metrics, read from the class that registers it."""
+    metric = getattr(BridgeMetrics(CollectorRegistry()), attribute)
+    metric = getattr(metric, "gauge", metric)
+    family = metric.describe()[0]
+    return f"{family.name}_total" if family.type == "counter" else family.name
+
+
+# ---------------------------------------------------------------- selectors
+
+SERVICE = 'job=~"$service"'
+ROUTED = f'{SERVICE}, route=~"$route", model=~"$model"'
+LOG_SERVICE = 'service=~"$service"'
+RATE = "[$__rate_interval]"
+RANGE = "[$__range]"
+
+
+def rate_sum(metric: str, selector: str, by: str = "", window: str = RATE) -> str:
+    grouping = f"sum by ({by}) " if by else "sum "
+    return f"{grouping}(rate({metric}{{{selector}}}{window}))"
+
+
+def ratio(numerator: str, denominator: str) -> str:
+    return f"{numerator}\n/\n{denominator}"
+
+
+def quantile(q: float, histogram: str, selector: str, by: str = "", window: str = RATE) -> str:
+    grouping = f"le, {by}" if by else "le"
+    return f"histogram_quantile({q}, sum by ({grouping}) (rate({histogram}_bucket{{{selector}}}{window})))"
+
+
+def mean(histogram: str, selector: str, by: str, window: str = RATE) -> str:
+    return ratio(
+        rate_sum(f"{histogram}_sum", selector, by, window), rate_sum(f"{histogram}_count", selector, by, window)
+    )
+
+
+def share(metric: str, selector: str, part: str, by: str = "") -> str:
+    """The share of ``metric``'s rate that also matches ``part``; 0, not "no data", while none does."""
+    whole = rate_sum(metric, selector, by)
+    return ratio(f"({rate_sum(metric, f'{selector}, {part}', by)}\nor\n{whole} * 0)", whole)
+
+
+def hit_ratio(selector: str, by: str = "") -> str:
+    return share(c.CACHE_REQUESTS, selector, 'result="hit"', by)
+
+
+# ---------------------------------------------------------------- gateway latency breakdown
+
+QUANTILES = (0.5, 0.95, 0.99)
+REQUEST_RATE = Query(rate_sum(f"{c.REQUEST_DURATION}_count", ROUTED, "route, model"), "{{route}} {{model}}")
+ERROR_RATIO = Query(
+    share(f"{c.REQUEST_DURATION}_count", ROUTED, 'status_code=~"5.."', "route, model"), "{{route}} {{model}}"
+)
+REQUEST_QUANTILE = {
+    q: Query(quantile(q, c.REQUEST_DURATION, ROUTED, "route, model"), f"P{round(q * 100)} {{{{route}}}} {{{{model}}}}")
+    for q in QUANTILES
+}
+REPLY_P95 = Query(quantile(0.95, c.REPLY_LATENCY, ROUTED), "P95 reply latency")
+REPLY_HEATMAP = Query(f"sum by (le) (increase({c.REPLY_LATENCY}_bucket{{{ROUTED}}}{RATE}))", "{{le}}")
+STAGE_MEAN = Query(mean(c.STAGE_DURATION, SERVICE, "stage"), "{{stage}}")
+STAGE_P95 = Query(quantile(0.95, c.STAGE_DURATION, SERVICE, "stage", RANGE), "{{stage}}")
+_stage_time = rate_sum(f"{c.STAGE_DURATION}_sum", SERVICE, "stage", RANGE)
+STAGE_SHARE = Query(
+    ratio(_stage_time, f"ignoring (stage) group_left\n{rate_sum(f'{c.STAGE_DURATION}_sum', SERVICE, '', RANGE)}"),
+    "{{stage}}",
+)
+LOG_STAGE_MEAN = Query(mean(c.LOG_STAGE_DURATION, LOG_SERVICE, "service, stage"), "{{service}} {{stage}}")
+MODEL_ONLY = f'{SERVICE}, model=~"$model"'
+TOP_SLOW_ROUTES = Query(f"topk(10, {quantile(0.95, c.REQUEST_DURATION, MODEL_ONLY, 'route', RANGE)})", "{{route}}")
+
+# ---------------------------------------------------------------- LLM inference
+
+KV_HIT_RATIO = Query(hit_ratio(f'{SERVICE}, cache="{caches("kv")}"'), "kv")
+CACHE_HIT_RATIO = Query(
+    hit_ratio(f'{SERVICE}, cache=~"{caches("prompt_lru", "intent_fingerprint")}"', "cache"), "{{cache}}"
+)
+PREFILL_DECODE_P95 = Query(
+    quantile(0.95, c.STAGE_DURATION, f'{SERVICE}, stage=~"{stage("prefill")}|{stage("decode")}"', "stage"),
+    "P95 {{stage}}",
+)
+DECODE_WARMUP_QUANTILE = {q: Query(quantile(q, c.DECODE_WARMUP, SERVICE), f"P{round(q * 100)}") for q in (0.5, 0.95)}
+EMBEDDING_STALLS = Query(rate_sum(c.EMBEDDING_BATCH_STALLS, SERVICE), "stalls")
+DECODE_QPS = Query(rate_sum(f"{c.STAGE_DURATION}_count", f'{SERVICE}, stage="{stage("decode")}"'), "decode QPS")
+GPU_MEMORY = Query(f"max by (gpu) ({c.GPU_MEMORY_UTILIZATION}{{{SERVICE}}})", "GPU {{gpu}}")
+PREFILL_TOKENS_RATE = Query(rate_sum(c.PREFILL_TOKENS, MODEL_ONLY, "model"), "prefill {{model}}")
+DECODE_TOKENS_RATE = Query(rate_sum(c.DECODE_TOKENS, MODEL_ONLY, "model"), "decode {{model}}")
+DECODE_TPS_P50 = Query(quantile(0.5, c.DECODE_TOKENS_PER_SECOND, MODEL_ONLY, "model"), "P50 {{model}}")
+IN_FLIGHT = Query(f"sum by (worker_pool) ({c.REQUESTS_IN_FLIGHT}{{{SERVICE}}})", "{{worker_pool}}")
+
+# ---------------------------------------------------------------- logs and traces
+
+LOKI_SELECTOR = '{service_name=~"$service"}'
+TRACE_FILTER = '| trace_id=~"${trace_id}.*"'
+LOKI_LOGS = Query(f"{LOKI_SELECTOR} {TRACE_FILTER}", lang="logql")
+LOKI_ERRORS = Query(f'{{service_name=~"$service", level=~"(?i)(error|fatal|critical)"}} {TRACE_FILTER}', lang="logql")
+LOKI_VOLUME = Query(
+    f"sum by (level) (count_over_time({LOKI_SELECTOR} {TRACE_FILTER} [$__interval]))", "{{level}}", lang="logql"
+)
+LOG_TIMEOUT_RATE = Query(rate_sum(f"{c.LOG_TIMEOUT_DURATION}_count", LOG_SERVICE, "service"), "{{service}}")
+LOG_TIMEOUT_P95 = Query(quantile(0.95, c.LOG_TIMEOUT_DURATION, LOG_SERVICE, "service"), "P95 waited {{service}}")
+LOG_OOM_KILLED = Query(f"sum by (service) (increase({c.LOG_OOM_KILLED}{{{LOG_SERVICE}}}{RATE}))", "{{service}}")
+LOG_DEADLINE_RATE = Query(rate_sum(c.LOG_DEADLINE_EXCEEDED, LOG_SERVICE, "service"), "{{service}}")
+TEMPO_SERVICE = 'resource.service.name=~"$service"'
+TEMPO_SEARCH = Query(f"{{{TEMPO_SERVICE}}}", lang="traceql")
+TEMPO_ERRORS = Query(f"{{{TEMPO_SERVICE} && status = error}}", lang="traceql")
+
+
+def tempo_slow(threshold_seconds: float) -> Query:
+    """Spans of a route slower than the reply-latency objective."""
+    ms = round(threshold_seconds * 1000)
+    return Query(f'{{{TEMPO_SERVICE} && span.http.route=~"$route" && duration > {ms}ms}}', lang="traceql")
+
+
+# ---------------------------------------------------------------- bridge health
+
+
+def _bridge_queries() -> dict[str, Query]:
+    m = bridge_metric
+    return {
+        "lines_read": Query(rate_sum(m("lines_read"), SERVICE), "read"),
+        "lines_shipped": Query(rate_sum(m("lines_shipped"), SERVICE, "sink"), "shipped {{sink}}"),
+        "dead_lettered": Query(rate_sum(m("dead_letters"), SERVICE, "sink"), "failed {{sink}}"),
+        "parse_errors": Query(rate_sum(m("parse_errors"), SERVICE, "reason"), "{{reason}}"),
+        "truncated": Query(rate_sum(m("truncated"), SERVICE), "truncated"),
+        "lag": Query(f"max by (path) ({m('lag')}{{{SERVICE}}})", "{{path}}"),
+        "retries": Query(rate_sum(m("retries"), SERVICE, "sink, reason"), "{{sink}} {{reason}}"),
+        "redactions": Query(rate_sum(m("redactions"), SERVICE, "rule"), "{{rule}}"),
+        "dead_letter_total": Query(
+            f"sum (increase({m('dead_letters')}{{{SERVICE}}}{RANGE})) or vector(0)", "dead letters"
+        ),
+        "batch_p95": Query(quantile(0.95, m("batch_duration"), SERVICE), "P95 batch"),
+        "files": Query(f"sum ({m('files')}{{{SERVICE}}})", "files"),
+        "rotations": Query(f"sum by (kind) (increase({m('rotations')}{{{SERVICE}}}{RATE}))", "{{kind}}"),
+    }
+
+
+BRIDGE = _bridge_queries()
+
+# ---------------------------------------------------------------- SLOs (the recording rules of `obsbox slo build`)
+# ``selector`` is the label matchers of one SLO's recorded series: ``service="...",slo="..."``.
+
+
+def sli_good(selector: str, window: str) -> Query:
+    """The SLI: the share of good events over ``window``."""
+    return Query(f"1 - {_recorded(c.SLI_ERROR_RATIO.format(window=window), selector)}", f"SLI over {window}")
+
+
+def slo_objective(selector: str) -> Query:
+    return Query(_recorded(c.SLO_OBJECTIVE, selector), "objective")
+
+
+def burn_rate(selector: str, window: str) -> Query:
+    """Error ratio over ``window`` divided by the error budget: 1 spends the budget exactly over the period."""
+    sli = _recorded(c.SLI_ERROR_RATIO.format(window=window), selector)
+    return Query(f"{sli}\n/ on (service, slo)\n{_recorded(c.SLO_ERROR_BUDGET, selector)}", f"{{{{slo}}}} {window}")
+
+
+def budget_remaining(selector: str) -> Query:
+    return Query(_recorded(c.SLO_BUDGET_REMAINING, selector), "budget remaining")
+
+
+def budget_consumed(selector: str) -> Query:
+    return Query(f"1 - {_recorded(c.SLO_BUDGET_REMAINING, selector)}", "budget consumed")
+
+
+def alert_states(selector: str) -> Query:
+    return Query(
+        f'max by (severity, alertstate) (ALERTS{{alertname="{c.SLO_ALERT}", {selector}}})',
+        "{{severity}} {{alertstate}}",
+    )
+
+
+def _recorded(metric: str, selector: str) -> str:
+    if window_of(metric) not in (None, *c.SLO_WINDOWS):
+        raise ValueError(f"{metric}: unknown SLO window; conventions.SLO_WINDOWS has {c.SLO_WINDOWS}")
+    return f"{metric}{{{selector}}}"
+
+
+def window_of(metric: str) -> str | None:
+    prefix = c.SLI_ERROR_RATIO.format(window="")
+    return metric[len(prefix) :] if metric.startswith(prefix) else None

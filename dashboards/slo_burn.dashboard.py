@@ -1,0 +1,87 @@
+"""SLO burn: one row per SLO in the SLO spec, generated from it; the series are `obsbox slo build`'s rules."""
+
+from obsbox import conventions as c
+from obsbox.dashboards import panels as p
+from obsbox.dashboards import queries as q
+from obsbox.dashboards import slos
+
+BURN_COLORS = ("yellow", "orange", "red", "dark-red")  # for the alert factors, lowest first
+
+grid = p.Grid()
+for slo in slos.load():
+    sel = slos.selector(slo)
+    factors = sorted({cond.factor for cond in slo.burn_conditions()})
+    conditions = "; ".join(
+        f"{cond.severity} at {cond.factor:g}x over {cond.long_window} and {cond.short_window}"
+        for cond in slo.burn_conditions()
+    )
+    grid.row(f"{slo.name} ({slo.service}): {slo.description or f'objective {slo.objective:.2%}'}", key=slo.name)
+    grid.add(
+        p.timeseries(
+            "SLI against the objective",
+            f"Share of good events over 5m and 1h against the objective of {slo.objective:.2%} "
+            f"(over {slo.window}). Below the line, {slo.name} is spending error budget.",
+            [q.sli_good(sel, "5m"), q.sli_good(sel, "1h"), q.slo_objective(sel)],
+            unit="percentunit",
+            thresholds=p.steps((slo.objective, "green"), base="red"),
+            lines=True,
+        ),
+        w=9,
+        key=f"{slo.name}/sli",
+    )
+    grid.add(
+        p.stat(
+            "Error budget remaining",
+            f"Share of the {slo.window} error budget ({slo.error_budget:.2%} of events) not yet spent. "
+            "Below zero, the objective is missed for this period.",
+            [q.budget_remaining(sel)],
+            unit="percentunit",
+            thresholds=p.steps((0.0, "orange"), (0.25, "yellow"), (0.5, "green"), base="red"),
+        ),
+        w=4,
+        key=f"{slo.name}/remaining",
+    )
+    grid.add(
+        p.timeseries(
+            "Burn rate",
+            f"Error ratio divided by the error budget, over {', '.join(slos.burn_windows(slo))}. At 1 the budget "
+            f"lasts exactly {slo.window}. The lines are the alert thresholds: {conditions}.",
+            [q.burn_rate(sel, window) for window in slos.burn_windows(slo)],
+            unit="x",
+            thresholds=p.steps(*zip(factors, BURN_COLORS, strict=False)),
+            lines=True,
+        ),
+        w=11,
+        key=f"{slo.name}/burn",
+    )
+    grid.add(
+        p.state_timeline(
+            "Burn-rate alerts",
+            f"{c.SLO_ALERT} alerts of {slo.name}, pending or firing, by severity. Runbook: {slo.runbook}",
+            [q.alert_states(sel)],
+            value_text="active",
+            color="red",
+        ),
+        key=f"{slo.name}/alerts",
+    )
+    grid.add(
+        p.timeseries(
+            "Error budget consumed",
+            f"Share of the {slo.window} error budget spent so far, over time. At 100% the objective is missed.",
+            [q.budget_consumed(sel)],
+            unit="percentunit",
+            thresholds=p.steps((0.5, "yellow"), (1.0, "red")),
+            lines=True,
+        ),
+        key=f"{slo.name}/consumed",
+    )
+
+dashboard = p.dashboard(
+    uid="obsbox-slo-burn",
+    title="obsbox / SLO burn",
+    description=f"Every SLO of {slos.spec_path().name}: SLI against objective, error budget, multi-window burn "
+    "rates with the alert thresholds, alert states.",
+    grid=grid,
+    variables=p.standard_variables(f"{c.REQUEST_DURATION}_count"),
+    tags=["slo"],
+)

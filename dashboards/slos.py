@@ -1,0 +1,62 @@
+"""The SLOs the dashboards and the report draw, read with :func:`obsbox.slo.load` from the SLO spec.
+
+The spec is ``compose/slo.yaml`` in a source checkout; :func:`using` points the build at another one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from obsbox import conventions as c
+from obsbox import slo as slo_spec
+from obsbox.dashboards.panels import DashboardError
+
+_spec: Path | None = None
+
+
+@contextmanager
+def using(path: Path | None) -> Iterator[None]:
+    """Read the SLOs from ``path`` (None: the default spec) inside the block."""
+    global _spec  # noqa: PLW0603
+    previous, _spec = _spec, path
+    try:
+        yield
+    finally:
+        _spec = previous
+
+
+def spec_path() -> Path:
+    return _spec if _spec is not None else slo_spec.DEFAULT_SPEC
+
+
+def load() -> list[slo_spec.SLO]:
+    path = spec_path()
+    if not path.is_file():
+        raise DashboardError(f"no SLO spec at {path}; pass the spec with --slo (e.g. compose/slo.yaml)")
+    return slo_spec.load(path)
+
+
+def selector(slo: slo_spec.SLO) -> str:
+    """The label matchers of the SLO's recorded series: ``service="gateway",slo="ReplyLatency"``."""
+    return ",".join(str(m) for m in slo.identity)
+
+
+def burn_windows(slo: slo_spec.SLO) -> list[str]:
+    """The windows its rules record a burn rate for, shortest first, without the period itself."""
+    return [w for w in slo_spec.slo_windows(slo) if w != slo.window]
+
+
+def reply_latency_slo(slos: list[slo_spec.SLO] | None = None) -> slo_spec.SLO:
+    """The latency SLO on the reply-latency histogram: its threshold is the line on latency panels."""
+    for slo in load() if slos is None else slos:
+        if slo.sli.kind == "latency" and slo.sli.metric == c.REPLY_LATENCY:
+            return slo
+    raise DashboardError(f"{spec_path()} has no latency SLO on {c.REPLY_LATENCY}; the dashboards draw its threshold")
+
+
+def reply_latency_threshold() -> float:
+    threshold = reply_latency_slo().sli.threshold
+    assert threshold is not None  # a loaded latency SLO always has one
+    return threshold

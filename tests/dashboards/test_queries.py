@@ -1,0 +1,116 @@
+"""Every query parses: PromQL with promtool (Prometheus's own parser); LogQL and TraceQL lexically only."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from obsbox.dashboards import queries as q
+from obsbox.exporters.bridge.sinks.loki import DYNAMIC
+from tests.dashboards.catalog import FILLED, of, queries
+
+PROMTOOL = shutil.which("promtool")
+# Loki: the bridge's labels, and its structured metadata (trace_id, span_id are never labels).
+LOKI_NAMES = {*DYNAMIC, "trace_id", "span_id"}
+# TraceQL: OTel semantic-convention attributes the exporters set, and Tempo's intrinsics.
+TRACEQL_NAMES = {
+    "resource.service.name",
+    "span.http.route",
+    "span.http.request.method",
+    "span.http.response.status_code",
+    "span.gen_ai.request.model",
+    "duration",
+    "status",
+    "name",
+    "kind",
+}
+QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|`[^`]*`')
+PAIRS = {"(": ")", "[": "]", "{": "}"}
+
+
+def balanced(text: str) -> bool:
+    """Brackets match once quoted strings are taken out; every quote is closed."""
+    bare = QUOTED.sub('""', text)
+    if '"' in bare.replace('""', "") or "`" in bare:
+        return False
+    stack = []
+    for ch in bare:
+        if ch in PAIRS:
+            stack.append(PAIRS[ch])
+        elif ch in PAIRS.values() and (not stack or stack.pop() != ch):
+            return False
+    return not stack
+
+
+def test_there_are_queries_of_every_kind():
+    kinds = {found.datasource for found in queries()}
+    assert kinds == {"prometheus", "loki", "tempo"}
+    assert len(of("prometheus")) > 40
+
+
+def test_every_promql_expression_parses_with_promtool(tmp_path):
+    """promtool check rules parses each expression (template variables filled in) as a recording rule."""
+    assert PROMTOOL, "promtool is missing: apt-get install prometheus (Debian's package ships it)"
+    found = of("prometheus")
+    rules = [{"record": f"obsbox_check:q{i}", "expr": f.promql()} for i, f in enumerate(found)]
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}, sort_keys=False))
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        bad = [f"{f.dashboard} / {f.panel}: {f.promql()}" for f in found if f.promql() in result.stderr]
+        pytest.fail(f"promtool rejected an expression:\n{result.stderr}\n" + "\n".join(bad))
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+def test_promtool_rejects_a_broken_expression(tmp_path):
+    """The check above can fail: a bracket missing is caught."""
+    assert PROMTOOL
+    broken = q.REPLY_P95.fill(FILLED)[:-1]
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [{"record": "x:y", "expr": broken}]}]}))
+    result = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+
+
+@pytest.mark.parametrize("found", of("loki"), ids=lambda f: f"{f.dashboard}/{f.panel}")
+def test_logql_is_balanced_and_uses_known_labels(found):
+    text = found.filled()
+    assert balanced(text), text
+    selectors = re.findall(r"\{([^{}]*)\}", text)
+    assert selectors, f"no stream selector in {text}"
+    names = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", " ".join(selectors)))
+    names |= set(re.findall(r"\|\s*(\w+)\s*(?:=~|!~|!=|=)", text))  # label filters after the selector
+    assert names and names <= LOKI_NAMES, f"unknown label(s) {names - LOKI_NAMES} in {text}"
+    for selector in selectors:
+        matchers = re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"', selector)
+        assert any(op in ("=", "=~") and not re.fullmatch(v, "") for _, op, v in matchers), (
+            f"Loki needs one matcher that does not match the empty string: {selector}"
+        )
+
+
+@pytest.mark.parametrize("found", of("tempo"), ids=lambda f: f"{f.dashboard}/{f.panel}")
+def test_traceql_is_balanced_and_uses_known_attributes(found):
+    text = found.filled()
+    assert balanced(text), text
+    assert text.startswith("{") and text.endswith("}")
+    names = set(re.findall(r"([\w.]+)\s*(?:=~|!~|!=|>=|<=|=|>|<)", QUOTED.sub('""', text)))
+    assert names and names <= TRACEQL_NAMES, f"unknown attribute(s) {names - TRACEQL_NAMES} in {text}"
+
+
+def test_the_lexical_checks_can_fail():
+    assert not balanced('{service_name=~".+"')
+    assert not balanced('sum(count_over_time({a="b"}[5m])')
+    assert not balanced('{a="b}')
+    assert balanced('{a="}{"} | x=~"(("')
+
+
+def test_fill_replaces_every_variable_and_refuses_a_missing_one():
+    text = q.REQUEST_QUANTILE[0.95].fill(FILLED)
+    assert "$" not in text and 'job=~".+"' in text and "[15s]" in text
+    with pytest.raises(KeyError, match="route"):
+        q.REQUEST_QUANTILE[0.95].fill({"service": "x", "model": "y", "__rate_interval": "1m"})
+    assert q.LOKI_LOGS.variables == {"service", "trace_id"}
