@@ -1,18 +1,21 @@
-"""A small OTLP/HTTP and Loki push receiver on loopback, for tests, soaks and benchmarks.
+"""A small OTLP/HTTP and Loki push receiver on loopback, for tests, soaks, benchmarks and the local mode.
 
 It decodes what the bridge sends with the official formats (``opentelemetry-proto`` messages for
 ``/v1/logs`` and ``/v1/traces``; Loki's JSON push schema for ``/loki/api/v1/push``), validates it
-strictly, and can be told to refuse requests (``refuse(503)``) to exercise retries.
+strictly, and can be told to refuse requests (``refuse(503)``) to exercise retries. With
+``out_dir`` it also appends what it receives, as JSON lines, to ``spans.jsonl`` and ``logs.jsonl``.
 Threading: requests are served on their own threads; every shared list is guarded by ``lock``.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -69,6 +72,45 @@ def validate_loki_push(payload: Any) -> list[LokiEntry]:
     return entries
 
 
+def attributes(kvs: Any) -> dict[str, Any]:
+    """OTLP attributes as a plain dict (strings, numbers, booleans; anything else as text)."""
+    out = {}
+    for kv in kvs:
+        kind = kv.value.WhichOneof("value")
+        out[kv.key] = (
+            getattr(kv.value, kind)
+            if kind in ("string_value", "int_value", "double_value", "bool_value")
+            else str(kv.value)
+        )
+    return out
+
+
+def span_json(resource_spans: Any, span: Any) -> dict[str, Any]:
+    return {
+        "service": attributes(resource_spans.resource.attributes).get("service.name"),
+        "trace_id": span.trace_id.hex(),
+        "span_id": span.span_id.hex(),
+        "parent_span_id": span.parent_span_id.hex() or None,
+        "name": span.name,
+        "start_ns": span.start_time_unix_nano,
+        "duration_ms": (span.end_time_unix_nano - span.start_time_unix_nano) / 1e6,
+        "status": span.status.code,
+        "attributes": attributes(span.attributes),
+    }
+
+
+def log_json(resource_logs: Any, record: Any) -> dict[str, Any]:
+    return {
+        "service": attributes(resource_logs.resource.attributes).get("service.name"),
+        "time_ns": record.time_unix_nano,
+        "severity": record.severity_text,
+        "trace_id": record.trace_id.hex(),
+        "span_id": record.span_id.hex(),
+        "body": record.body.string_value,
+        "attributes": attributes(record.attributes),
+    }
+
+
 @dataclass
 class Refusal:
     status: int
@@ -89,6 +131,7 @@ class Receiver:
     requests: list[tuple[str, dict[str, str], int]] = field(default_factory=list)  # (path, headers, status)
     span_ids: Counter = field(default_factory=Counter)  # log records by span ID, for loss/dup counts
     refusal: Refusal | None = None
+    out_dir: Path | None = None  # append decoded spans and log records there, as JSON lines
 
     def start(self) -> Receiver:
         receiver = self
@@ -166,6 +209,15 @@ class Receiver:
                             self.span_ids[record.span_id.hex()] += 1
                             if self.keep:
                                 self.log_records.append((resource, record))
+                self._write(
+                    "logs.jsonl",
+                    [
+                        log_json(resource_logs, record)
+                        for resource_logs in request.resource_logs
+                        for scope in resource_logs.scope_logs
+                        for record in scope.log_records
+                    ],
+                )
             return 200, ExportLogsServiceResponse().SerializeToString(), "application/x-protobuf"
         if path == "/v1/traces":
             request = ExportTraceServiceRequest.FromString(body)
@@ -173,7 +225,17 @@ class Receiver:
                 for resource_spans in request.resource_spans:
                     resource = {kv.key: kv.value.string_value for kv in resource_spans.resource.attributes}
                     for scope_spans in resource_spans.scope_spans:
-                        self.spans.extend((resource, span) for span in scope_spans.spans)
+                        if self.keep:
+                            self.spans.extend((resource, span) for span in scope_spans.spans)
+                self._write(
+                    "spans.jsonl",
+                    [
+                        span_json(resource_spans, span)
+                        for resource_spans in request.resource_spans
+                        for scope in resource_spans.scope_spans
+                        for span in scope.spans
+                    ],
+                )
             return 200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf"
         if path == "/loki/api/v1/push":
             entries = validate_loki_push(orjson.loads(body))
@@ -184,6 +246,15 @@ class Receiver:
                     self.loki.extend(entries)
             return 204, b"", "text/plain"
         return 404, b"unknown path", "text/plain"
+
+    def _write(self, name: str, rows: list[dict[str, Any]]) -> None:
+        if self.out_dir is None or not rows:
+            return
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.out_dir / name, "ab") as fh:
+            fh.write(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+            fh.flush()
+            os.fsync(fh.fileno())
 
     def total(self) -> int:
         with self.lock:

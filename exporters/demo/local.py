@@ -1,0 +1,183 @@
+"""The stack in a box without Docker: the demo gateway and its load, the bridge, a local OTLP
+receiver and, when the binary is installed, a local Prometheus with the generated SLO rules.
+
+Everything runs as local processes on loopback, with its output in one folder:
+
+    logs/gateway.json       the gateway's legacy JSON log (what the bridge tails)
+    enriched.jsonl          the same lines with trace_id and span_id (the bridge's file sink)
+    spans.jsonl             spans: the gateway's own (OTel SDK) and those derived from its logs
+    prometheus/             rules, config and data of the local Prometheus
+    *.log                   each process's output
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from obsbox import conventions, slo
+from obsbox.exporters.bridge.receiver import Receiver
+
+
+def free_port(preferred: int) -> int:
+    """``preferred`` when it is free on 127.0.0.1, else any free port."""
+    for port in (preferred, 0):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise OSError("no free port on 127.0.0.1")
+
+
+@dataclass
+class LocalConfig:
+    workdir: Path
+    scenario: str = "untuned"
+    sessions: int = 50
+    slo_spec: Path | None = None
+    prometheus: bool = True
+    scrape_interval: str = "5s"
+
+
+@dataclass
+class LocalStack:
+    config: LocalConfig
+    ports: dict[str, int] = field(default_factory=dict)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    receiver: Receiver | None = None
+    prometheus_url: str | None = None
+
+    @property
+    def workdir(self) -> Path:
+        return self.config.workdir
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "logs").mkdir(exist_ok=True)
+        self.ports = {name: free_port(conventions.PORTS[name]) for name in ("gateway", "bridge_metrics", "otlp_http")}
+        self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()
+        otlp = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{self.receiver.url}/v1/traces", "OTEL_SERVICE_NAME": "gateway"}
+        self._spawn(
+            "gateway",
+            [
+                "demo",
+                "--scenario",
+                self.config.scenario,
+                "--sessions",
+                str(self.config.sessions),
+                "--port",
+                str(self.ports["gateway"]),
+                "--log-dir",
+                str(self.workdir / "logs"),
+            ],
+            otlp,
+        )
+        bridge_config = self.workdir / "bridge.yaml"
+        bridge_config.write_text(yaml.safe_dump(self._bridge_pipeline(), sort_keys=False))
+        self._spawn(
+            "bridge", ["bridge", "--config", str(bridge_config), "--metrics-port", str(self.ports["bridge_metrics"])]
+        )
+        if self.config.prometheus and shutil.which("prometheus"):
+            self._start_prometheus()
+
+    def _bridge_pipeline(self) -> dict:
+        processors = ["parse", "trace", "redact", "log_metrics"]
+        return {
+            "sources": {"tail": {"include": [str(self.workdir / "logs" / "*.json")], "poll_interval": "100ms"}},
+            "processors": {name: {} for name in processors},
+            "sinks": {
+                "file": {"path": str(self.workdir / "enriched.jsonl")},
+                "spans": {"endpoint": self.receiver.url, "service_name": "gateway-from-logs"},
+            },
+            "pipelines": {"logs": {"sources": ["tail"], "processors": processors, "sinks": ["file", "spans"]}},
+            "settings": {"state_dir": str(self.workdir / "state"), "progress": False},
+        }
+
+    def _start_prometheus(self) -> None:
+        folder = self.workdir / "prometheus"
+        folder.mkdir(exist_ok=True)
+        spec = self.config.slo_spec or slo.DEFAULT_SPEC
+        rules = folder / "slo.rules.yml"
+        slo.write(rules, slo.render(slo.rules(slo.load(spec)), source=spec.name))
+        interval = self.config.scrape_interval
+        config = {
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "rule_files": [str(rules)],
+            "scrape_configs": [
+                {"job_name": "gateway", "static_configs": [{"targets": [f"127.0.0.1:{self.ports['gateway']}"]}]},
+                {
+                    "job_name": "obsbox-bridge",
+                    "static_configs": [{"targets": [f"127.0.0.1:{self.ports['bridge_metrics']}"]}],
+                },
+            ],
+        }
+        (folder / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+        self.ports["prometheus"] = free_port(conventions.PORTS["prometheus"])
+        argv = [
+            shutil.which("prometheus"),
+            f"--config.file={folder / 'prometheus.yml'}",
+            f"--storage.tsdb.path={folder / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.ports['prometheus']}",
+            "--enable-feature=exemplar-storage",
+        ]
+        with open(self.workdir / "prometheus.log", "ab") as out:
+            self.procs["prometheus"] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        self.prometheus_url = f"http://127.0.0.1:{self.ports['prometheus']}"
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        with open(self.workdir / f"{name}.log", "ab") as out:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "obsbox", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+            )
+
+    def failed(self) -> str | None:
+        """The name of a process that died, with the end of its output."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                log = (self.workdir / f"{name}.log").read_text(errors="replace").splitlines()[-15:]
+                return f"{name} exited with {proc.returncode}:\n" + "\n".join(log)
+        return None
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        for proc in self.procs.values():
+            _reap(proc, deadline)
+        if self.receiver is not None:
+            self.receiver.stop()
+
+    def urls(self) -> dict[str, str]:
+        urls = {
+            "gateway": f"http://127.0.0.1:{self.ports['gateway']}/v1/chat/completions",
+            "gateway metrics": f"http://127.0.0.1:{self.ports['gateway']}/metrics",
+            "bridge metrics": f"http://127.0.0.1:{self.ports['bridge_metrics']}/metrics",
+            "OTLP receiver": f"{self.receiver.url}/v1/traces",
+        }
+        if self.prometheus_url:
+            urls["Prometheus"] = self.prometheus_url
+        return urls
+
+
+def _reap(proc: subprocess.Popen, deadline: float) -> None:
+    """Wait for a process asked to stop; kill it if it is still there at ``deadline``."""
+    try:
+        proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,65 @@
+"""``obsbox up``: the local mode of ``scripts/up`` (no Docker engine): the whole pipeline as local
+processes, with a live summary in the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "up",
+        help="run the stack locally, without Docker (demo gateway, load, bridge, Prometheus)",
+        description="The stack in a box as local processes: the demo gateway with its load, the bridge tailing "
+        "its legacy logs (enriched lines and spans written to files), a local OTLP receiver, and a local "
+        "Prometheus with the generated SLO rules when the prometheus binary is installed. A live summary shows "
+        "P95 reply latency, the stage breakdown and SLO burn. scripts/up runs this when no Docker engine answers.",
+    )
+    p.add_argument("--scenario", choices=["untuned", "tuned"], default="untuned")
+    p.add_argument("--sessions", type=int, default=50, help="concurrent simulated users (default 50)")
+    p.add_argument("--duration", type=float, help="seconds to run (default: until Ctrl-C)")
+    p.add_argument("--workdir", type=Path, default=Path("out/local"), help="where every output goes (out/local)")
+    p.add_argument("--slo", type=Path, help="the SLO spec for the Prometheus rules (default: compose/slo.yaml)")
+    p.add_argument("--no-prometheus", action="store_true", help="do not start a local Prometheus")
+    p.add_argument("--refresh", type=float, default=2.0, help="seconds between summary updates")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from obsbox.exporters.demo.live import Live, render  # noqa: PLC0415 - keeps `obsbox --help` fast
+    from obsbox.exporters.demo.local import LocalConfig, LocalStack  # noqa: PLC0415
+
+    stack = LocalStack(LocalConfig(args.workdir, args.scenario, args.sessions, args.slo, not args.no_prometheus))
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    tty = sys.stdout.isatty()
+    try:
+        stack.start()
+        print("obsbox local mode: " + ", ".join(f"{k} {v}" for k, v in stack.urls().items()), flush=True)
+        if not stack.prometheus_url and not args.no_prometheus:
+            print("(no prometheus binary: install Debian's prometheus package for SLO rules and alerts)", flush=True)
+        live = Live(stack.urls()["gateway metrics"], stack.prometheus_url)
+        started = time.monotonic()
+        next_print = 0.0
+        while not stopping and (args.duration is None or time.monotonic() - started < args.duration):
+            time.sleep(args.refresh)
+            if (failure := stack.failed()) is not None:
+                print(f"\n{failure}", file=sys.stderr)
+                return 1
+            now = time.monotonic()
+            summary = live.summary(now)
+            if summary is None or (not tty and now < next_print):
+                continue
+            text = render(summary, now - started)
+            print(("\033[H\033[2J" + text) if tty else text + "\n", flush=True)
+            next_print = now + 10
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stack.stop()
+    print(f"\nstopped; outputs in {args.workdir}: enriched.jsonl, spans.jsonl, logs/, prometheus/, *.log")
+    return 0
