@@ -39,6 +39,7 @@ class LokiEntry:
     timestamp_ns: int
     line: str
     metadata: dict[str, str]
+    value: list  # the entry as pushed: [ts, line] or [ts, line, metadata]
 
 
 def validate_loki_push(payload: Any) -> list[LokiEntry]:
@@ -68,7 +69,7 @@ def validate_loki_push(payload: Any) -> list[LokiEntry]:
             meta = value[2] if len(value) == 3 else {}
             if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
                 raise PushSchemaError(f"structured metadata must map strings to strings, not {meta!r}")
-            entries.append(LokiEntry(labels, int(ts), line, meta))
+            entries.append(LokiEntry(labels, int(ts), line, meta, value))
     return entries
 
 

@@ -31,6 +31,13 @@ def bridge(*args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+def once(*args: str) -> subprocess.CompletedProcess:
+    """``obsbox bridge ... --once`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "obsbox", "bridge", *args, "--once"], capture_output=True, timeout=60, check=False
+    )
+
+
 def wait_until(predicate, timeout: float = 20.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -56,23 +63,7 @@ def test_sigterm_delivers_what_was_read_saves_positions_and_exits_0(tmp_path):
     assert proc.wait(15) == 0, proc.stderr.read().decode()
     saved = orjson.loads(positions.read_bytes())["files"]
     assert saved[0]["offset"] == log.stat().st_size
-    restarted = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "obsbox",
-            "bridge",
-            str(log),
-            "--once",
-            "--to",
-            f"file:{out}",
-            "--positions",
-            str(positions),
-        ],
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    restarted = once(str(log), "--to", f"file:{out}", "--positions", str(positions))
     assert restarted.returncode == 0 and out.read_bytes().count(b"\n") == 1500, "nothing is read twice"
 
 
@@ -90,23 +81,7 @@ def test_sigterm_while_the_sink_is_down_exits_0_within_the_shutdown_timeout_and_
         assert time.monotonic() - started < 15
         assert not positions.exists() or orjson.loads(positions.read_bytes())["files"][0]["offset"] == 0
         rx.accept()
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "obsbox",
-                "bridge",
-                str(log),
-                "--once",
-                "--to",
-                f"otlp:{rx.url}",
-                "--positions",
-                str(positions),
-            ],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
+        again = once(str(log), "--to", f"otlp:{rx.url}", "--positions", str(positions))
         assert again.returncode == 0
         assert rx.total() == 200, "the undelivered batch is sent by the next run"
     finally:

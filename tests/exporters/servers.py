@@ -14,18 +14,15 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 import uvicorn
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from obsbox.exporters import OtelConfig
-
-PROMETHEUS = "/usr/bin/prometheus"
+from obsbox.exporters.bridge import receiver
 
 
 def no_otlp(**kwargs: Any) -> OtelConfig:
@@ -84,53 +81,25 @@ def serve_wsgi(app: Any) -> Iterator[str]:
 
 
 class Receiver:
-    """Accepts POSTs (OTLP/HTTP, Loki push) and keeps (path, headers, body)."""
+    """The package's test receiver (it decodes OTLP with opentelemetry-proto and validates Loki's push
+    schema), with the accessors these tests read."""
 
     def __init__(self) -> None:
-        self.posts: list[tuple[str, dict[str, str], bytes]] = []
-        received = self.posts
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                received.append((self.path, dict(self.headers), body))
-                self.send_response(204 if self.path.startswith("/loki") else 200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.inner = receiver.Receiver().start()
+        self.url = self.inner.url
 
     def spans(self) -> list[Any]:
-        """Every span received on /v1/traces, decoded with opentelemetry-proto, with its resource."""
-        found = []
-        for path, _, body in self.posts:
-            if path != "/v1/traces":
-                continue
-            request = ExportTraceServiceRequest.FromString(body)
-            for resource_spans in request.resource_spans:
-                resource = {kv.key: kv.value.string_value for kv in resource_spans.resource.attributes}
-                for scope_spans in resource_spans.scope_spans:
-                    found.extend((resource, span) for span in scope_spans.spans)
-        return found
+        """Every span received on /v1/traces, with its resource attributes."""
+        with self.inner.lock:
+            return list(self.inner.spans)
 
     def loki_values(self) -> list[tuple[dict[str, str], list[Any]]]:
-        out = []
-        for path, _, body in self.posts:
-            if path == "/loki/api/v1/push":
-                for stream in json.loads(body)["streams"]:
-                    out.extend((stream["stream"], value) for value in stream["values"])
-        return out
+        """(stream labels, value as pushed) for every Loki entry."""
+        with self.inner.lock:
+            return [(entry.labels, entry.value) for entry in self.inner.loki]
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(10)
+        self.inner.stop()
 
 
 def attributes(span: Any) -> dict[str, Any]:
@@ -153,8 +122,9 @@ class Prometheus:
     """A real Prometheus scraping ``targets`` every ``interval``, with exemplar storage on."""
 
     def __init__(self, tmp: Path, targets: list[str], interval: str = "1s") -> None:
-        if not Path(PROMETHEUS).exists():
-            pytest.fail(f"{PROMETHEUS} is missing: apt-get install prometheus (Debian's package)")
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.fail("prometheus is missing: apt-get install prometheus (Debian's package)")
         config = tmp / "prometheus.yml"
         scrape = {"job_name": "gateway", "scrape_interval": interval, "static_configs": [{"targets": targets}]}
         config.write_text(json.dumps({"global": {"scrape_interval": interval}, "scrape_configs": [scrape]}))
@@ -163,7 +133,7 @@ class Prometheus:
         self.log = (tmp / "prometheus.log").open("wb")
         self.process = subprocess.Popen(
             [
-                PROMETHEUS,
+                binary,
                 f"--config.file={config}",
                 f"--storage.tsdb.path={tmp / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
