@@ -10,6 +10,7 @@ import base64
 import gzip
 import http.client
 import os
+import socket
 import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -41,11 +42,15 @@ class HttpEndpoint:
     def _connect(self) -> http.client.HTTPConnection:
         if self.conn is None:
             if self.https:
-                self.conn = http.client.HTTPSConnection(
+                conn = http.client.HTTPSConnection(
                     self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
                 )
             else:
-                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            conn.connect()  # raises OSError when the peer is down: the caller retries
+            # small requests must not wait for the peer's delayed ACK (Nagle)
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.conn = conn
         return self.conn
 
     def post(self, body: bytes, headers: dict[str, str]) -> Response:
