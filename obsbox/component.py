@@ -2,8 +2,9 @@
 
 A component is a class with a ``type`` name, a ``Config`` dataclass and a small lifecycle:
 sources ``poll``/``commit``, processors ``process``, sinks ``export``; all of them ``flush`` and
-``shutdown``. Components of one pipeline are called from that pipeline's thread only, so they need
-no locks unless they start threads of their own (their docstrings say so).
+``shutdown``. Sources and processors are called from their pipeline's thread, sinks from its export
+thread, one batch at a time; so they need no locks unless they start threads of their own (their
+docstrings say so).
 """
 
 from __future__ import annotations

@@ -61,27 +61,34 @@ _UNIX_2001 = 978_307_200
 
 
 _PRIORITY: dict[tuple[str, ...], tuple[frozenset[str], dict[str, int]]] = {}
-_ZULU_SECONDS: dict[str, int] = {}
-_LEVELS: dict[str, tuple[int, str]] = {}  # "2026-11-30T12:00:00" → epoch seconds: lines share their second
+_ZULU_SECONDS: dict[str, int] = {}  # "2026-11-30T12:00:00" → epoch seconds: lines share their second
+_LEVELS: dict[str, tuple[int, str]] = {}  # a level's text → (severity number, text)
+_LAST: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}  # candidates → (key found last, keys before it)
 
 
 def first(fields: dict[str, Any], keys: tuple[str, ...]) -> Any:
     """The value of the first of ``keys`` (in priority order) that the line has and is not null.
 
-    One set intersection instead of a ``get`` per candidate key: this runs for every line."""
+    This runs for every line, and a log's lines use the same spelling: the key found last time is
+    tried first, after checking that none of higher priority is there. Otherwise one set
+    intersection, not a ``get`` per candidate."""
+    last = _LAST.get(keys)
+    if last is not None:
+        key, higher = last
+        value = fields.get(key)
+        if value is not None and not any(k in fields for k in higher):
+            return value
     known = _PRIORITY.get(keys)
     if known is None:
         known = _PRIORITY[keys] = (frozenset(keys), {key: i for i, key in enumerate(keys)})
     hits = known[0].intersection(fields)
     if not hits:
         return None
-    if len(hits) > 1:
-        for key in sorted(hits, key=known[1].__getitem__):
-            if fields[key] is not None:
-                return fields[key]
-        return None
-    (key,) = hits
-    return fields[key]
+    for key in sorted(hits, key=known[1].__getitem__) if len(hits) > 1 else hits:
+        if fields[key] is not None:
+            _LAST[keys] = (key, keys[: known[1][key]])
+            return fields[key]
+    return None
 
 
 def timestamp_ns(fields: dict[str, Any] | None) -> int | None:

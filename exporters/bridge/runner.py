@@ -2,7 +2,10 @@
 
 One batch is in flight per pipeline, and its positions are saved only after every sink has
 acknowledged it: a ``kill -9`` can therefore duplicate at most the batch in flight, and never lose a
-line. A sink that is down blocks the pipeline (the files are the buffer; memory stays bounded).
+line. While it is exported (on the pipeline's export thread: network waits release the GIL, and the
+receiver works on another core), the pipeline thread reads and processes the next batch, which is
+handed over only once the first is acknowledged and committed. A sink that is down blocks the
+pipeline (the files are the buffer; memory stays bounded to two batches).
 
 Shutdown (SIGTERM, Ctrl-C): stop reading, let the batch in flight finish for up to
 ``shutdown_timeout`` seconds, flush, save positions, exit 0. What could not be delivered by then
@@ -17,6 +20,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +41,16 @@ def default_state_dir() -> Path:
 
 
 @dataclass
+class InFlight:
+    """A processed batch on the export thread, and the positions to save once it is acknowledged."""
+
+    future: Future
+    checkpoints: dict
+    started: float
+    count: int
+
+
+@dataclass
 class Pipeline:
     name: str
     sources: list[Source]
@@ -52,28 +66,43 @@ class Pipeline:
     delivered: bool = field(default=True, init=False)
 
     def run(self) -> None:
+        exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{self.name}")
+        in_flight: InFlight | None = None
         try:
-            while not self.stop.is_set():
-                gathered = self._gather()
+            while True:
+                gathered = None if self.stop.is_set() else self._gather()
+                if gathered is not None:
+                    records, checkpoints, started = gathered
+                    for processor in self.processors:
+                        records = processor.process(records)
+                if in_flight is not None:
+                    flight, in_flight = in_flight, None
+                    if not self._settle(flight):
+                        break
                 if gathered is None:
-                    if self.once and all(source.exhausted() for source in self.sources):
+                    if self.stop.is_set() or (self.once and all(source.exhausted() for source in self.sources)):
                         break
                     self.stop.wait(self.poll_interval)
                     continue
-                records, checkpoints, started = gathered
-                for processor in self.processors:
-                    records = processor.process(records)
-                if not self._export(records):
-                    self.delivered = False
-                    break
-                for source, checkpoint in checkpoints.items():
-                    source.commit(checkpoint)
-                self.metrics.batch_duration.labels(self.name).observe(time.perf_counter() - started)
-                if self.progress:
-                    self.progress.update(len(records))
+                in_flight = InFlight(exporter.submit(self._export, records), checkpoints, started, len(records))
         finally:
+            if in_flight is not None:
+                self._settle(in_flight)  # stopping: the batch in flight may still finish (abort bounds it)
+            exporter.shutdown(wait=True)
             if self.progress:
                 self.progress.finish()
+
+    def _settle(self, flight: InFlight) -> bool:
+        """Wait for the batch in flight; commit its positions when every sink acknowledged it."""
+        if not flight.future.result():
+            self.delivered = False
+            return False
+        for source, checkpoint in flight.checkpoints.items():
+            source.commit(checkpoint)
+        self.metrics.batch_duration.labels(self.name).observe(time.perf_counter() - flight.started)
+        if self.progress:
+            self.progress.update(flight.count)
+        return True
 
     def _gather(self) -> tuple[list[Record], dict[Source, dict], float] | None:
         """Poll the sources until the batch is full, or ``batch.timeout`` after its first record."""

@@ -25,6 +25,7 @@ from obsbox.exporters.bridge.processors import traceforms
 from obsbox.record import Record
 
 _CACHE_LIMIT = 50_000
+_PLAN_LIMIT = 4096
 _STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
 
 
@@ -83,6 +84,7 @@ class TraceProcessor(Processor):
                 self.key_forms[key] = (*self.key_forms.get(key, ()), index)
         self.norm: dict[str, str] = {}  # raw key → normalized key, for every key seen
         self.id_spellings: set[str] = set()  # raw keys whose normalized form a trace form reads
+        self.plans: dict[tuple[str, ...], tuple[tuple[tuple[str, str], ...], bool]] = {}  # key shape → plan
         self.tf, self.sf = config.trace_id_field, config.span_id_field
         self.splice_trace = b',"' + orjson.dumps(self.tf)[1:-1] + b'":"'
         self.splice_span = b'","' + orjson.dumps(self.sf)[1:-1] + b'":"'
@@ -102,20 +104,33 @@ class TraceProcessor(Processor):
                     self.id_spellings.add(key)
 
     def _found(self, fields: dict[str, Any]) -> dict[str, Any]:
-        keys = fields.keys()
-        if not keys <= self.norm.keys():
-            self._learn(keys)
-        norm = self.norm
-        found = {norm[k]: fields[k] for k in keys & self.id_spellings}
-        if _STRONG.isdisjoint(found):
+        # Lines from one logger have the same keys in the same order: plan once per key shape which
+        # keys a form reads, and whether nested objects must be searched.
+        shape = tuple(fields)
+        plan = self.plans.get(shape)
+        if plan is None:
+            plan = self._plan(fields.keys(), shape)
+        id_keys, nested = plan
+        found = {normalized: fields[key] for key, normalized in id_keys}
+        if nested:
             self._nested(fields, found)
         return found
+
+    def _plan(self, keys: Any, shape: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], bool]:
+        if not keys <= self.norm.keys():
+            self._learn(keys)
+        id_keys = tuple((key, self.norm[key]) for key in keys if key in self.id_spellings)
+        plan = (id_keys, _STRONG.isdisjoint(normalized for _, normalized in id_keys))
+        if len(self.plans) >= _PLAN_LIMIT:  # lines whose keys are data (maps keyed by IDs): start over
+            self.plans.clear()
+        self.plans[shape] = plan
+        return plan
 
     def _read_forms(self, found: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
         """The first enabled form, by priority, that reads a valid trace ID from ``found``."""
         key_forms = self.key_forms
         candidates = {index for key in found for index in key_forms.get(key, ())}
-        for index in sorted(candidates):
+        for index in sorted(candidates) if len(candidates) > 1 else candidates:
             name, read = self.forms[index]
             ctx = read(found)
             if ctx is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 _HEX = re.compile(r"[0-9a-f]+")
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX16 = re.compile(r"[0-9a-f]{16}")
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
 _GUID = re.compile(r"\{?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})\}?")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?")
@@ -95,6 +96,9 @@ def request_id(value: Any) -> Context | None:
 
 def activity_id(value: Any) -> Context | None:
     """.NET ``ActivityId``: a GUID (EventSource), or a W3C or hierarchical Activity.Id."""
+    if type(value) is str and len(value) == 36 and value[8] == "-":  # the usual GUID, without detours
+        trace = trace_hex(value)
+        return (trace, None, None) if trace else None
     if not isinstance(value, str):
         return None
     text = value.strip()
@@ -108,6 +112,9 @@ def activity_id(value: Any) -> Context | None:
 
 def parent_span(value: Any) -> str | None:
     """.NET ``ParentId``: a W3C traceparent, a hierarchical ID, or a bare 16-hex span ID."""
+    if type(value) is str and len(value) == 16:  # the usual bare span ID
+        text = value.lower()
+        return text if _HEX16.fullmatch(text) and text != _ZEROS[16] else None
     found = activity_id(value) if isinstance(value, str) and len(value) > 16 else None
     if found is not None:
         return found[1]

@@ -434,6 +434,9 @@ class TailSource(Source):
             if self.cfg.once and not self.total_bytes:
                 self.total_bytes = sum(f.limit or 0 for f in self.files.values())
                 self.start_bytes = sum(f.read_offset for f in self.files.values())
+        for tracked in [f for f in self.files.values() if f.state == "pending"]:
+            if os.fstat(tracked.fd).st_size > len(tracked.fp.head):  # its first line may be complete now
+                self._classify(tracked)
         records: list[Record] = []
         checkpoint: dict[int, tuple[int, int]] = {}
         read_bytes = 0
