@@ -259,3 +259,24 @@ def test_a_copy_taking_over_mid_batch_is_acknowledged_only_through_that_batch(tm
         assert copy.acked == copy.emitted, "the in-flight batch's acknowledgement carries over to the copy"
     finally:
         source.shutdown()
+
+
+def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp_path):
+    """Seen empty, then written and rotated away while nothing was read (a sink was down): the size
+    it had when opened must not make it look drained."""
+    log = tmp_path / "app.log"
+    log.touch()
+    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "rotate_wait": 0})
+    source = TailSource(config, context(state_dir=tmp_path))
+    try:
+        source.scan()  # opened while empty
+        log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(3)))
+        source.scan()  # its first line is complete: active, nothing read yet
+        log.rename(tmp_path / "app.log.1")
+        log.touch()
+        time.sleep(0.01)
+        source.scan()  # rotated away and idle, but unread
+        batch = source.poll(100, 1 << 20)
+        assert batch is not None and sorted(seqs(batch.records)) == [0, 1, 2]
+    finally:
+        source.shutdown()

@@ -368,10 +368,15 @@ class TailSource(Source):
             if tracked.state == "parked":
                 if idle and self._covered(tracked):
                     self._forget(key, tracked)  # a copy that left the globs: its original has the lines
-            elif idle and tracked.read_offset >= tracked.size and tracked.acked >= tracked.emitted:
+            elif idle and tracked.acked >= tracked.emitted and tracked.read_offset >= self._size(tracked):
                 if tracked.partial or tracked.skipping is not None:
                     continue  # emitted as a final line by the next poll, closed after its ack
                 self._forget(key, tracked)
+
+    def _size(self, tracked: Tracked) -> int:
+        """The file's size now: ``tracked.size`` is only refreshed by reads, which stop while a sink is down."""
+        tracked.size = os.fstat(tracked.fd).st_size
+        return tracked.size
 
     def _covered(self, copy: Tracked) -> bool:
         """Every line of a parked copy has been acknowledged from its original (same generation).
