@@ -8,7 +8,7 @@ checkpoint stays with the batch, so acknowledgement never depends on which recor
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -34,7 +34,6 @@ class Record:
     """
 
     __slots__ = (
-        "attributes",
         "fields",
         "injector",
         "offset",
@@ -60,7 +59,6 @@ class Record:
         self.trace_id: str | None = None
         self.span_id: str | None = None
         self.parent_span_id: str | None = None
-        self.attributes: dict[str, Any] | None = None
 
     def line(self) -> bytes:
         """The bytes a line-oriented sink writes: the enriched line, or the raw one unchanged."""
@@ -87,7 +85,6 @@ class Batch:
     records: list[Record]
     checkpoint: Any = None
     read_bytes: int = 0
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -28,7 +28,7 @@ from obsbox import conventions, slo
 from obsbox.exporters.bridge.receiver import Receiver
 
 
-def free_port(preferred: int) -> int:
+def free_port(preferred: int = 0) -> int:
     """``preferred`` when it is free on 127.0.0.1, else any free port."""
     for port in (preferred, 0):
         with socket.socket() as sock:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,12 +16,7 @@ import pytest
 from obsbox.exporters.bridge.progress import Progress, human_bytes
 from obsbox.exporters.bridge.receiver import Receiver
 from tests.bridge.harness import Running
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.waiting import free_port, wait_until
 
 
 def bridge(*args: str, **kwargs) -> subprocess.Popen:
@@ -38,15 +32,6 @@ def once(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def wait_until(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def lines(n: int, start: int = 0) -> bytes:
     return b"".join(orjson.dumps({"seq": i, "level": "info", "msg": f"line {i}"}) + b"\n" for i in range(start, n))
 
@@ -55,10 +40,10 @@ def test_sigterm_delivers_what_was_read_saves_positions_and_exits_0(tmp_path):
     log, out, positions = tmp_path / "app.log", tmp_path / "out.jsonl", tmp_path / "pos.json"
     log.write_bytes(lines(1000))
     proc = bridge(str(log), "--to", f"file:{out}", "--positions", str(positions))
-    assert wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") == 1000)
+    wait_until(lambda: out.exists() and out.read_bytes().count(b"\n") == 1000, 20, "the first 1000 lines")
     with open(log, "ab") as fh:
         fh.write(lines(1500, 1000))
-    assert wait_until(lambda: out.read_bytes().count(b"\n") == 1500)
+    wait_until(lambda: out.read_bytes().count(b"\n") == 1500, 20, "the appended 500 lines")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 0, proc.stderr.read().decode()
     saved = orjson.loads(positions.read_bytes())["files"]
@@ -74,7 +59,7 @@ def test_sigterm_while_the_sink_is_down_exits_0_within_the_shutdown_timeout_and_
     log.write_bytes(lines(200))
     proc = bridge(str(log), "--to", f"otlp:{rx.url}", "--positions", str(positions))
     try:
-        assert wait_until(lambda: len(rx.requests) >= 2)
+        wait_until(lambda: len(rx.requests) >= 2, 20, "two refused exports")
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
         assert proc.wait(30) == 0
@@ -132,7 +117,11 @@ def test_metrics_endpoint_passes_promtool_and_counts(tmp_path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
                 return resp.read().decode()
 
-        assert wait_until(lambda: _safe(scrape) and 'obsbox_bridge_lines_shipped_total{sink="file"} 302.0' in scrape())
+        wait_until(
+            lambda: _safe(scrape) and 'obsbox_bridge_lines_shipped_total{sink="file"} 302.0' in scrape(),
+            20,
+            "302 lines",
+        )
         text = scrape()
         for needle in (
             'obsbox_bridge_lines_read_total{pipeline="logs"} 302.0',

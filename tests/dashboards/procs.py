@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,12 +13,9 @@ from pathlib import Path
 import pytest
 
 from obsbox.dashboards.promapi import PrometheusError
+from tests.waiting import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["free_port", "http_ok", "obsbox", "prometheus", "stop", "tail", "wait_for"]
 
 
 def prometheus(config: Path, data: Path, port: int, log: Path, *flags: str) -> subprocess.Popen:

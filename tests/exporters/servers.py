@@ -7,10 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import threading
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -23,27 +21,14 @@ import uvicorn
 
 from obsbox.exporters import OtelConfig
 from obsbox.exporters.bridge import receiver
+from tests.waiting import free_port, wait_until
+
+__all__ = ["Prometheus", "Receiver", "free_port", "no_otlp", "serve_asgi", "serve_wsgi", "wait_until"]
 
 
 def no_otlp(**kwargs: Any) -> OtelConfig:
     """The SDK with no exporter of its own (tests add span processors)."""
     return OtelConfig(traces_exporter="none", metrics_exporter="none", logs_exporter="none", **kwargs)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(check: Any, timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 @contextlib.contextmanager

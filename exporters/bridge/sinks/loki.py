@@ -76,6 +76,7 @@ class LokiSink(NetworkSink):
             )
         )
         self.dynamic = set(config.dynamic_labels)
+        self.label_sets: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
 
     def target_url(self) -> str:
         url = self.config.url.rstrip("/")
@@ -83,15 +84,20 @@ class LokiSink(NetworkSink):
 
     def labels(self, rec: Record) -> tuple[tuple[str, str], ...]:
         fields = rec.fields
+        service = self.config.service_name or logfields.service(fields) or "unknown_service"
+        level = logfields.level_label(logfields.severity(fields)[0])
+        key = (service, level, rec.origin.path)
+        labels = self.label_sets.get(key)
+        if labels is None:  # few distinct sets: build and sort each once
+            if len(self.label_sets) > 10_000:
+                self.label_sets.clear()
+            labels = self.label_sets[key] = self._label_set(*key)
+        return labels
+
+    def _label_set(self, service: str, level: str, path: str) -> tuple[tuple[str, str], ...]:
         labels = dict(self.config.labels)
-        if "service_name" in self.dynamic:
-            labels["service_name"] = self.config.service_name or logfields.service(fields) or "unknown_service"
-        if "job" in self.dynamic:
-            labels["job"] = self.config.job
-        if "level" in self.dynamic:
-            labels["level"] = logfields.level_label(logfields.severity(fields)[0])
-        if "filename" in self.dynamic:
-            labels["filename"] = rec.origin.path
+        dynamic = {"service_name": service, "job": self.config.job, "level": level, "filename": path}
+        labels.update((name, value) for name, value in dynamic.items() if name in self.dynamic)
         return tuple(sorted(labels.items()))
 
     def metadata(self, rec: Record) -> dict[str, str]:

@@ -87,9 +87,11 @@ class OtlpHttpSink(NetworkSink):
         url = self.config.endpoint.rstrip("/")
         return url if url.endswith(path) else url + path
 
+    def resource_attributes(self, service: str) -> dict[str, str]:
+        return {**self.resource_attrs, "service.name": service}
+
     def resource(self, service: str) -> Resource:
-        attrs = {**self.resource_attrs, "service.name": service}
-        return Resource(attributes=[string_attr(k, v) for k, v in attrs.items()])
+        return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(service).items()])
 
     def service_of(self, rec: Record) -> str:
         return self.default_service or logfields.service(rec.fields) or "unknown_service"
@@ -195,7 +197,7 @@ class OtlpSink(OtlpHttpSink):
         )
 
     def _resource_attributes(self, service: str) -> list[bytes]:
-        return [wire.string_kv(k, v) for k, v in {**self.resource_attrs, "service.name": service}.items()]
+        return [wire.string_kv(k, v) for k, v in self.resource_attributes(service).items()]
 
     def accepted(self, response: Response, records: list[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):

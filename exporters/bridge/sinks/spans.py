@@ -30,7 +30,7 @@ from prometheus_client import Counter
 from obsbox import logfields
 from obsbox.exporters.bridge.processors.log_metrics import lookup, number, stage_name
 from obsbox.exporters.bridge.sinks.http import Response
-from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink
+from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, string_attr
 from obsbox.record import Record
 
 DEFAULT_ATTRIBUTES = {
@@ -122,7 +122,7 @@ class SpansSink(OtlpHttpSink):
         return logfields.message(fields) or "request"
 
     def _attributes(self, fields: dict[str, Any], rec: Record) -> list[KeyValue]:
-        attrs = [KeyValue(key="log.file.path", value=AnyValue(string_value=rec.origin.path))]
+        attrs = [string_attr("log.file.path", rec.origin.path)]
         for key, selectors in self.config.attributes.items():
             value = self._first(fields, selectors)
             if value is None:
@@ -130,7 +130,7 @@ class SpansSink(OtlpHttpSink):
             if key in INT_ATTRIBUTES and (code := number(value)) is not None:
                 attrs.append(KeyValue(key=key, value=AnyValue(int_value=int(code))))
             else:
-                attrs.append(KeyValue(key=key, value=AnyValue(string_value=str(value))))
+                attrs.append(string_attr(key, str(value)))
         return attrs
 
     def _status(self, fields: dict[str, Any]) -> Status:
@@ -158,7 +158,7 @@ class SpansSink(OtlpHttpSink):
                     kind=Span.SPAN_KIND_INTERNAL,
                     start_time_unix_nano=cursor,
                     end_time_unix_nano=end,
-                    attributes=[KeyValue(key="obsbox.stage", value=AnyValue(string_value=stage))],
+                    attributes=[string_attr("obsbox.stage", stage)],
                 )
             )
             cursor = end

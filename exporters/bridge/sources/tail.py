@@ -203,9 +203,7 @@ class TailSource(Source):
             tracked.live = path is not None
             if path is not None and path != tracked.path:
                 self._rename(tracked, path)
-        for key, path in found.items():
-            if key not in self.files:
-                self._open(path, key)
+        self._open_new(found)
         first = not self.started
         if first:
             self.started = True
@@ -598,14 +596,15 @@ class TailSource(Source):
     def _copies_of(self, original: Tracked) -> list[Tracked]:
         return [f for f in self.files.values() if f.parked_on is original and f.state == "parked"]
 
+    def _open_new(self, found: dict[tuple[int, int], str]) -> list[Tracked]:
+        """Open the matched files not tracked yet."""
+        opened = (self._open(path, key) for key, path in found.items() if key not in self.files)
+        return [tracked for tracked in opened if tracked is not None]
+
     def scan_for_copy(self, original: Tracked) -> None:
         """Truncation seen between scans: look again for a copy that just appeared."""
-        found = self._matches()
-        for key, path in found.items():
-            if key not in self.files:
-                tracked = self._open(path, key)
-                if tracked is not None:
-                    self._classify(tracked)
+        for tracked in self._open_new(self._matches()):
+            self._classify(tracked)
 
     # ---------------------------------------------------------------- acknowledgement
 
