@@ -11,16 +11,16 @@ No collector binary is needed: the checks read the config, the distribution's bu
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from obsbox.config import ENV_REFERENCE
+
 KINDS = ("receivers", "processors", "exporters", "connectors", "extensions")
 SIGNALS = ("traces", "metrics", "logs", "profiles")
-ENV_REF = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}")
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,10 @@ class EnvRef:
 def env_refs(text: str) -> list[EnvRef]:
     """The ``${env:VAR[:-default]}`` references in a config's text (``$${...}`` is an escape)."""
     refs = []
-    for match in ENV_REF.finditer(text):
+    for match in ENV_REFERENCE.finditer(text):
         if match.start() > 0 and text[match.start() - 1] == "$":
             continue
-        default = match.group(2)
-        refs.append(EnvRef(match.group(1), default[2:] if default is not None else None))
+        refs.append(EnvRef(match.group(1), match.group(2)))
     return refs
 
 

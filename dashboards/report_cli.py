@@ -50,7 +50,7 @@ def parse_time(text: str) -> float:
 
 
 def time_range(args: argparse.Namespace, now: float) -> tuple[float, float]:
-    from obsbox.slo.rules import seconds  # noqa: PLC0415
+    from obsbox.durations import parse_duration as seconds  # noqa: PLC0415
 
     if args.start is None and args.end is not None:
         raise ValueError("--end needs --start")
@@ -74,7 +74,7 @@ def _report(args: argparse.Namespace) -> int:
     from obsbox.dashboards import report, slos  # noqa: PLC0415
     from obsbox.dashboards.panels import DashboardError  # noqa: PLC0415
     from obsbox.dashboards.promapi import PrometheusError  # noqa: PLC0415
-    from obsbox.slo.rules import seconds  # noqa: PLC0415
+    from obsbox.durations import parse_duration as seconds  # noqa: PLC0415
 
     try:
         start, end = time_range(args, time.time())

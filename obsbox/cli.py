@@ -16,7 +16,7 @@ COMMANDS = {
     "bridge": "obsbox.exporters.bridge.cli",
     "demo": "obsbox.exporters.demo.cli",
     "load": "obsbox.exporters.demo.load_cli",
-    "up": "obsbox.exporters.demo.up_cli",
+    "up": "obsbox.local.cli",
     "slo": "obsbox.slo.cli",
     "dashboards": "obsbox.dashboards.cli",
     "report": "obsbox.dashboards.report_cli",

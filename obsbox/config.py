@@ -17,6 +17,8 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 
+from obsbox.durations import parse_duration
+
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
 
@@ -96,7 +98,8 @@ def _plain(node: yaml.Node, path: KeyPath, doc: Document) -> Any:
     return yaml.SafeLoader(" ").construct_object(node)
 
 
-_ENV = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# ``${env:VAR}``, ``${env:VAR:-default}`` or ``${VAR}``: group 1 is the name, group 2 the default (None: none)
+ENV_REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand_env(value: str, environ: typing.Mapping[str, str] | None = None) -> str:
@@ -114,13 +117,11 @@ def expand_env(value: str, environ: typing.Mapping[str, str] | None = None) -> s
             return default
         raise KeyError(name)
 
-    return _ENV.sub(substitute, value)
+    return ENV_REFERENCE.sub(substitute, value)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
 def build(cls: type[T], data: Any, doc: Document | None = None, path: KeyPath = ()) -> T:
@@ -211,8 +212,11 @@ def _int(value: Any, doc: Document, path: KeyPath) -> int:
 def _float(value: Any, doc: Document, path: KeyPath) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str) and (m := _DURATION.match(value)):
-        return float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if isinstance(value, str):
+        try:
+            return parse_duration(value, bare_seconds=True)
+        except ValueError:
+            pass
     raise doc.error(path, f"must be a number (durations such as '250ms' or '5s' are accepted), not {value!r}")
 
 

@@ -195,3 +195,28 @@ def service(fields: dict[str, Any] | None) -> str | None:
     if isinstance(value, dict):
         value = value.get("name")
     return value if isinstance(value, str) and value else None
+
+
+def lookup(fields: dict[str, Any], selector: str) -> Any:
+    """A field by exact key, else by dotted path into nested objects."""
+    if selector in fields:
+        return fields[selector]
+    value: Any = fields
+    for part in selector.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None

@@ -14,9 +14,9 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from obsbox import registry
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
 from obsbox.exporters.bridge.sources.positions import PositionsError
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from obsbox import registry
 from obsbox.config import Document, build, load_yaml, parse_yaml
+from obsbox.exporters.bridge import registry
 
 SECTIONS = ("sources", "processors", "sinks")
 DEFAULT_PROCESSORS = ["parse", "trace", "redact"]

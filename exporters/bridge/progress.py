@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from obsbox.component import Source
+from obsbox.exporters.bridge.component import Source
 
 WIDTH = 30
 

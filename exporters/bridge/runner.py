@@ -27,11 +27,11 @@ from pathlib import Path
 import platformdirs
 from prometheus_client import start_http_server
 
-from obsbox.component import Component, Context, ExportResult, Processor, Sink, Source
+from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
-from obsbox.record import Record
+from obsbox.exporters.bridge.record import Record
 
 log = logging.getLogger(__name__)
 

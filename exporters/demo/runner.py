@@ -21,7 +21,7 @@ from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.scenarios import scenario
 from obsbox.exporters.demo.server import GatewayServer
 from obsbox.exporters.demo.signals import stop_on_signals
-from obsbox.exporters.demo.summary import bucket_quantile, histogram_buckets
+from obsbox.histograms import histogram_quantile, summed_buckets
 
 DRAIN_SECONDS = 40.0  # the load generator's request timeout, plus margin
 
@@ -140,9 +140,9 @@ def _print_summary(opts: DemoOptions, app: object, summary_file: Path) -> None:
             f"P95 {data['reply_p95'] * 1000:.0f} ms  P99 {data['reply_p99'] * 1000:.0f} ms  "
             f"({data['slower_than_300ms']:.0%} slower than 300 ms)"
         )
-    buckets = histogram_buckets(app.instrumentation.registry, conventions.REPLY_LATENCY)  # type: ignore[attr-defined]
+    buckets = summed_buckets(app.instrumentation.registry, conventions.REPLY_LATENCY)  # type: ignore[attr-defined]
     if buckets and buckets[-1][1]:
-        p50, p95, p99 = (bucket_quantile(q, buckets) for q in (0.5, 0.95, 0.99))
+        p50, p95, p99 = (histogram_quantile(q, buckets) for q in (0.5, 0.95, 0.99))
         print(
             f"  {conventions.REPLY_LATENCY} (gateway histogram, {buckets[-1][1]:.0f} replies): "
             f"P50 {p50 * 1000:.0f} ms  P95 {p95 * 1000:.0f} ms  P99 {p99 * 1000:.0f} ms"

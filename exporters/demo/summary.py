@@ -61,32 +61,3 @@ def summarize(replies: Sequence[float], totals: Sequence[float], statuses: dict[
         slower_than_300ms=sum(r > 0.3 for r in replies) / len(replies) if replies else 0.0,
         statuses=dict(sorted(statuses.items())),
     )
-
-
-def bucket_quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float:
-    """PromQL's ``histogram_quantile``: ``buckets`` are (upper bound, cumulative count), sorted,
-    ending with +Inf; linear interpolation inside the bucket that holds the rank."""
-    if not buckets or buckets[-1][1] == 0:
-        return math.nan
-    rank = q * buckets[-1][1]
-    lower, below = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return lower  # in the +Inf bucket: the highest finite bound
-            return lower + (bound - lower) * (rank - below) / (count - below) if count > below else bound
-        lower, below = bound, count
-    return lower
-
-
-def histogram_buckets(registry: object, name: str) -> list[tuple[float, float]]:
-    """The buckets of histogram ``name`` summed over all its label sets (``sum by (le)``)."""
-    totals: dict[float, float] = {}
-    for family in registry.collect():  # type: ignore[attr-defined]
-        if family.name != name:
-            continue
-        for sample in family.samples:
-            if sample.name == f"{name}_bucket":
-                bound = float(sample.labels["le"])
-                totals[bound] = totals.get(bound, 0.0) + sample.value
-    return sorted(totals.items())

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from obsbox.exporters.bridge.processors.log_metrics import load_rules
+from obsbox.logrules import load_rules
 from obsbox.slo.rules import num, render, rules, slo_windows, write
 from obsbox.slo.spec import load
 

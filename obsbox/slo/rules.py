@@ -28,7 +28,9 @@ import yaml
 
 from obsbox import conventions
 from obsbox.config import ConfigError
-from obsbox.exporters.bridge.processors.log_metrics import load_rules
+from obsbox.durations import format_duration as duration
+from obsbox.durations import parse_duration as seconds
+from obsbox.logrules import load_rules
 from obsbox.slo.spec import SLO, check
 
 ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per second over 5m
@@ -40,27 +42,6 @@ GPU_SCALE_UP_ALERT = "GPUScaleUp"
 GPU_SCALE_DOWN_ALERT = "GPUScaleDown"
 LOG_ALERT_GROUP = "obsbox-log-metrics-alerts"
 GPU_GROUP = "obsbox-gpu-autoscaling"
-
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-
-
-def seconds(duration: str) -> float:
-    """A Prometheus duration ("5m", "1h30m", "30d") in seconds."""
-    parts = _DURATION_PART.findall(duration)
-    if not parts or "".join(n + u for n, u in parts) != duration:
-        raise ValueError(f"{duration!r} is not a Prometheus duration")
-    return sum(int(n) * _UNITS[u] for n, u in parts)
-
-
-def duration(total: float) -> str:
-    """Seconds as the shortest Prometheus duration: 300 → "5m", 180000 → "2d2h"."""
-    out, rest = "", int(total)
-    for unit in ("d", "h", "m", "s"):
-        count, rest = divmod(rest, _UNITS[unit])
-        out += f"{count}{unit}" if count else ""
-    return out or "0s"
-
 
 def num(value: float) -> str:
     """A number as PromQL and humans read it: 0.05, not 0.050000000000000044."""

@@ -37,7 +37,7 @@ from prometheus_client.utils import floatToGoString
 
 from obsbox import conventions
 from obsbox.config import ConfigError, KeyPath, build, load_yaml, parse_yaml
-from obsbox.exporters.bridge.processors.log_metrics import STAGE_BUCKETS, load_rules
+from obsbox.logrules import STAGE_BUCKETS, load_rules
 from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, parse_matcher, parse_selector
 
 # The seed spec and the rules generated from it, in a source checkout (compose/ is not installed).

@@ -6,14 +6,14 @@ import threading
 import time
 from pathlib import Path
 
-from obsbox.component import Context
 from obsbox.config import build
 from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge.component import Context
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.processors.parse import ParseProcessor
 from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
+from obsbox.exporters.bridge.record import Origin, Record
 from obsbox.exporters.bridge.runner import Bridge
-from obsbox.record import Origin, Record
 
 ORIGIN = Origin("/var/log/app.json", b"\x01" * 16)
 

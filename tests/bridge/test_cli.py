@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from obsbox.exporters.bridge.progress import Progress, human_bytes
-from obsbox.exporters.bridge.receiver import Receiver
+from obsbox.local.receiver import Receiver
 from tests.bridge.harness import Running
 from tests.waiting import free_port, wait_until
 

@@ -10,13 +10,13 @@ import time
 import orjson
 import pytest
 
-from obsbox.component import ExportResult
 from obsbox.config import build
+from obsbox.exporters.bridge.component import ExportResult
 from obsbox.exporters.bridge.processors.redact import RedactProcessor
-from obsbox.exporters.bridge.receiver import Receiver
 from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.exporters.bridge.sinks.spans import SpansConfig, SpansSink
+from obsbox.local.receiver import Receiver
 from tests.bridge.harness import context, traced
 
 T32, S16 = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"

@@ -20,7 +20,7 @@ import pytest
 import uvicorn
 
 from obsbox.exporters import OtelConfig
-from obsbox.exporters.bridge import receiver
+from obsbox.local import receiver
 from tests.waiting import free_port, wait_until
 
 __all__ = ["Prometheus", "Receiver", "free_port", "no_otlp", "serve_asgi", "serve_wsgi", "wait_until"]

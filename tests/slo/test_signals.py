@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from obsbox import conventions, slo
-from obsbox.exporters.bridge.processors.log_metrics import load_rules
+from obsbox.logrules import load_rules
 from obsbox.slo.rules import LOG_ALERT_GROUP, seconds
 from tests.slo.scenarios import run_rule_tests, values
 

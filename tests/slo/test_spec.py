@@ -291,7 +291,7 @@ def test_slos_built_in_python_are_checked_too():
 
 
 def test_a_log_rule_alert_without_an_action_is_an_error(tmp_path):
-    from obsbox.exporters.bridge.processors.log_metrics import load_rules  # noqa: PLC0415
+    from obsbox.logrules import load_rules  # noqa: PLC0415
 
     rules = tmp_path / "rules.yaml"
     rules.write_text(

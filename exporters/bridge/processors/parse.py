@@ -12,8 +12,8 @@ from collections import Counter
 
 import orjson
 
-from obsbox.component import Processor
-from obsbox.record import Record
+from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.record import Record
 
 
 def error_reason(raw: bytes, exc: Exception) -> str:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from obsbox.component import Processor
-from obsbox.record import Record
+from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.record import Record
 
 try:  # x86_64 wheels; elsewhere the ``re`` path serves
     import hyperscan

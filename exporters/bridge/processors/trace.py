@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from obsbox.component import Processor
+from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.processors import traceforms
-from obsbox.record import Record
+from obsbox.exporters.bridge.record import Record
 
 _CACHE_LIMIT = 50_000
 _PLAN_LIMIT = 4096

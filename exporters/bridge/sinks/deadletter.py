@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from obsbox.record import Record
+from obsbox.exporters.bridge.record import Record
 
 
 class DeadLetter:

@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from obsbox.component import ExportResult, Sink
-from obsbox.record import Record
+from obsbox.exporters.bridge.component import ExportResult, Sink
+from obsbox.exporters.bridge.record import Record
 
 log = logging.getLogger(__name__)
 

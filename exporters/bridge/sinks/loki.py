@@ -22,10 +22,10 @@ from typing import Literal
 import orjson
 
 from obsbox import logfields
+from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.http import auth_headers, compress, env
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 from obsbox.exporters.bridge.sinks.retry import RetryConfig
-from obsbox.record import Record
 
 PUSH_PATH = "/loki/api/v1/push"
 DYNAMIC = ("service_name", "job", "level", "filename")

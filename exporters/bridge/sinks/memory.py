@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from obsbox.component import ExportResult, Sink
-from obsbox.record import Record
+from obsbox.exporters.bridge.component import ExportResult, Sink
+from obsbox.exporters.bridge.record import Record
 
 
 @dataclass

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from obsbox.component import ExportResult, Sink
+from obsbox.exporters.bridge.component import ExportResult, Sink
+from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.deadletter import DeadLetter
 from obsbox.exporters.bridge.sinks.http import HttpEndpoint, Response, post_attempt
 from obsbox.exporters.bridge.sinks.retry import Attempt, with_retry
-from obsbox.record import Record
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields
+from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks import wire
 from obsbox.exporters.bridge.sinks.http import Response, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 from obsbox.exporters.bridge.sinks.retry import RetryConfig
-from obsbox.record import Record
 
 log = logging.getLogger(__name__)
 LOGS_PATH = "/v1/logs"

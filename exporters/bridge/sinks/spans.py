@@ -28,10 +28,11 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from prometheus_client import Counter
 
 from obsbox import logfields
-from obsbox.exporters.bridge.processors.log_metrics import lookup, number, stage_name
+from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.http import Response
 from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, string_attr
-from obsbox.record import Record
+from obsbox.logfields import lookup, number
+from obsbox.logrules import stage_name
 
 DEFAULT_ATTRIBUTES = {
     "http.route": ["Route", "route", "http.route", "Path", "path"],

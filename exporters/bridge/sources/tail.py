@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from obsbox.component import Source
+from obsbox.exporters.bridge.component import Source
+from obsbox.exporters.bridge.record import Batch, Origin, Record
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT, Fingerprint, read_fingerprint
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import Position, PositionsFile
-from obsbox.record import Batch, Origin, Record
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from obsbox import conventions as c
 from obsbox.dashboards.promapi import Prometheus, PrometheusError
+from obsbox.histograms import histogram_quantile
 
 REPLY_THRESHOLD = 0.3  # the seed SLO: ReplyLatency < 300 ms for 95% of replies
 OBJECTIVE = 0.95
@@ -30,23 +31,6 @@ class Summary:
     alerts: list[str] = field(default_factory=list)
     bridge_lines: float | None = None
     source: str = ""
-
-
-def quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
-    """``histogram_quantile`` over cumulative (upper bound, count) pairs."""
-    buckets = sorted(buckets)
-    if not buckets or buckets[-1][1] <= 0:
-        return None
-    rank = q * buckets[-1][1]
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                return lower_bound
-            span = count - lower_count
-            return lower_bound + (bound - lower_bound) * ((rank - lower_count) / span if span else 0)
-        lower_bound, lower_count = bound, count
-    return lower_bound
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -69,7 +53,8 @@ def summary_from_scrapes(before: dict, after: dict, seconds: float) -> Summary:
             buckets[bound] = buckets.get(bound, 0.0) + value
     total = buckets.get(math.inf, 0.0)
     summary = Summary(source="gateway /metrics")
-    summary.p95_reply_seconds = quantile(0.95, list(buckets.items()))
+    p95 = histogram_quantile(0.95, list(buckets.items()))
+    summary.p95_reply_seconds = None if math.isnan(p95) else p95
     summary.requests_per_second = sum(v for (n, _), v in delta.items() if n == f"{c.REQUEST_DURATION}_count") / seconds
     sums: dict[str, list[float]] = {}
     for (name, labels), value in delta.items():

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from obsbox.record import Batch, Record
+from obsbox.exporters.bridge.record import Batch, Record
 
 if TYPE_CHECKING:
     from obsbox.exporters.bridge.metrics import BridgeMetrics

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from obsbox import conventions, slo
-from obsbox.exporters.bridge.receiver import Receiver
+from obsbox.local.receiver import Receiver
 
 
 def free_port(preferred: int = 0) -> int:

@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from obsbox.exporters.demo.live import Live, render  # noqa: PLC0415 - keeps `obsbox --help` fast
-    from obsbox.exporters.demo.local import LocalConfig, LocalStack  # noqa: PLC0415
+    from obsbox.local.live import Live, render  # noqa: PLC0415 - keeps `obsbox --help` fast
+    from obsbox.local.stack import LocalConfig, LocalStack  # noqa: PLC0415
 
     stack = LocalStack(LocalConfig(args.workdir, args.scenario, args.sessions, args.slo, not args.no_prometheus))
     stopping = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from obsbox.component import Component
+from obsbox.exporters.bridge.component import Component
 
 KINDS = {"sources": "obsbox.sources", "processors": "obsbox.processors", "sinks": "obsbox.sinks"}
 
