@@ -1,5 +1,6 @@
 """Bridge health: the log bridge's own metrics (throughput, failures, lag, retries, redactions)."""
 
+from obsbox import conventions as c
 from obsbox.dashboards import panels as p
 from obsbox.dashboards import queries as q
 
@@ -94,6 +95,6 @@ dashboard = p.dashboard(
     title="obsbox / Bridge health",
     description="The log bridge: lines read, shipped and failed, lag per file, retries, redactions, dead letters.",
     grid=grid,
-    variables=p.standard_variables(q.bridge_metric("lines_read")),
+    variables=p.standard_variables(c.BRIDGE_LINES_READ),
     tags=["bridge"],
 )

@@ -1,9 +1,9 @@
 """The query catalog: every PromQL, LogQL and TraceQL expression the dashboards and the report run.
 
-Each expression is defined once, here, from the names in :mod:`obsbox.conventions` (and, for the
-bridge's own metrics, from :class:`BridgeMetrics` itself). Expressions keep Grafana's template
-variables (``$service``, ``$route``, ``$model``, ``$trace_id``, ``$__rate_interval``, ``$__range``,
-``$__interval``); :meth:`Query.fill` replaces them for tools that talk to Prometheus directly.
+Each expression is defined once, here, from the names in :mod:`obsbox.conventions`, the bridge's
+own metrics included. Expressions keep Grafana's template variables (``$service``, ``$route``,
+``$model``, ``$trace_id``, ``$__rate_interval``, ``$__range``, ``$__interval``);
+:meth:`Query.fill` replaces them for tools that talk to Prometheus directly.
 
 ``$service`` is the Prometheus ``job`` label for scraped metrics (the OpenTelemetry ``service.name``
 maps to ``job``), the ``service`` label for metrics derived from logs, ``service_name`` in Loki and
@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
-
-from prometheus_client import CollectorRegistry
 
 from obsbox import conventions as c
-from obsbox.exporters.bridge.metrics import BridgeMetrics
 
 LANG_DATASOURCE = {"promql": "prometheus", "logql": "loki", "traceql": "tempo"}
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
@@ -66,15 +62,6 @@ def caches(*names: str) -> str:
     if unknown:
         raise ValueError(f"unknown cache(s) {sorted(unknown)}; conventions.CACHES has {c.CACHES}")
     return "|".join(names)
-
-
-@cache
-def bridge_metric(attribute: str) -> str:
-    """The sample name of one of the bridge's own metrics, read from the class that registers it."""
-    metric = getattr(BridgeMetrics(CollectorRegistry()), attribute)
-    metric = getattr(metric, "gauge", metric)
-    family = metric.describe()[0]
-    return f"{family.name}_total" if family.type == "counter" else family.name
 
 
 # ---------------------------------------------------------------- selectors
@@ -187,22 +174,21 @@ def tempo_slow(threshold_seconds: float) -> Query:
 
 
 def _bridge_queries() -> dict[str, Query]:
-    m = bridge_metric
     return {
-        "lines_read": Query(rate_sum(m("lines_read"), SERVICE), "read"),
-        "lines_shipped": Query(rate_sum(m("lines_shipped"), SERVICE, "sink"), "shipped {{sink}}"),
-        "dead_lettered": Query(rate_sum(m("dead_letters"), SERVICE, "sink"), "failed {{sink}}"),
-        "parse_errors": Query(rate_sum(m("parse_errors"), SERVICE, "reason"), "{{reason}}"),
-        "truncated": Query(rate_sum(m("truncated"), SERVICE), "truncated"),
-        "lag": Query(f"max by (path) ({m('lag')}{{{SERVICE}}})", "{{path}}"),
-        "retries": Query(rate_sum(m("retries"), SERVICE, "sink, reason"), "{{sink}} {{reason}}"),
-        "redactions": Query(rate_sum(m("redactions"), SERVICE, "rule"), "{{rule}}"),
+        "lines_read": Query(rate_sum(c.BRIDGE_LINES_READ, SERVICE), "read"),
+        "lines_shipped": Query(rate_sum(c.BRIDGE_LINES_SHIPPED, SERVICE, "sink"), "shipped {{sink}}"),
+        "dead_lettered": Query(rate_sum(c.BRIDGE_DEAD_LETTERS, SERVICE, "sink"), "failed {{sink}}"),
+        "parse_errors": Query(rate_sum(c.BRIDGE_PARSE_ERRORS, SERVICE, "reason"), "{{reason}}"),
+        "truncated": Query(rate_sum(c.BRIDGE_LINES_TRUNCATED, SERVICE), "truncated"),
+        "lag": Query(f"max by (path) ({c.BRIDGE_LAG}{{{SERVICE}}})", "{{path}}"),
+        "retries": Query(rate_sum(c.BRIDGE_RETRIES, SERVICE, "sink, reason"), "{{sink}} {{reason}}"),
+        "redactions": Query(rate_sum(c.BRIDGE_REDACTIONS, SERVICE, "rule"), "{{rule}}"),
         "dead_letter_total": Query(
-            f"sum (increase({m('dead_letters')}{{{SERVICE}}}{RANGE})) or vector(0)", "dead letters"
+            f"sum (increase({c.BRIDGE_DEAD_LETTERS}{{{SERVICE}}}{RANGE})) or vector(0)", "dead letters"
         ),
-        "batch_p95": Query(quantile(0.95, m("batch_duration"), SERVICE), "P95 batch"),
-        "files": Query(f"sum ({m('files')}{{{SERVICE}}})", "files"),
-        "rotations": Query(f"sum by (kind) (increase({m('rotations')}{{{SERVICE}}}{RATE}))", "{{kind}}"),
+        "batch_p95": Query(quantile(0.95, c.BRIDGE_BATCH_DURATION, SERVICE), "P95 batch"),
+        "files": Query(f"sum ({c.BRIDGE_FILES}{{{SERVICE}}})", "files"),
+        "rotations": Query(f"sum by (kind) (increase({c.BRIDGE_ROTATIONS}{{{SERVICE}}}{RATE}))", "{{kind}}"),
     }
 
 

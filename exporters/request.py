@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from opentelemetry.trace import Span
 
 from obsbox import conventions
+from obsbox.exporters.gateway_metrics import GatewayMetrics
 
-if TYPE_CHECKING:
-    from obsbox.exporters.instrumentation import Instrumentation
+
+class Instruments(Protocol):
+    """What a request reports into: the app's ``Instrumentation`` (which imports this module)."""
+
+    metrics: GatewayMetrics
+    model_label: Callable[[Any], str]
+    gpu_label: Callable[[Any], str]
+
 
 _current: ContextVar[RequestScope | None] = ContextVar("obsbox_request", default=None)
 
@@ -30,7 +38,7 @@ class RequestScope:
     """One request in flight. ``stages`` accumulates seconds per stage, for apps that also log a
     latency breakdown."""
 
-    instrumentation: Instrumentation
+    instrumentation: Instruments
     span: Span
     otel_context: Any
     start: float

@@ -34,8 +34,26 @@ EMBEDDING_BATCH_STALLS = "gateway_embedding_batch_stalls_total"  # counter
 REQUESTS_IN_FLIGHT = "gateway_requests_in_flight"  # gauge {worker_pool}
 GPU_MEMORY_UTILIZATION = "gateway_gpu_memory_utilization_ratio"  # gauge 0..1 {gpu}
 
-# ---------------------------------------------------------------- bridge metrics from logs
+# ---------------------------------------------------------------- the bridge's own metrics
+# sample names (counters end in _total); their labels in the comments
+BRIDGE_LINES_READ = "obsbox_bridge_lines_read_total"  # {pipeline}
+BRIDGE_READ_BYTES = "obsbox_bridge_read_bytes_total"  # {pipeline}
+BRIDGE_LINES_SHIPPED = "obsbox_bridge_lines_shipped_total"  # {sink}: delivered, or dead-lettered
+BRIDGE_PARSE_ERRORS = "obsbox_bridge_parse_errors_total"  # {reason}
+BRIDGE_LINES_TRUNCATED = "obsbox_bridge_lines_truncated_total"
+BRIDGE_REDACTIONS = "obsbox_bridge_redactions_total"  # {rule}
+BRIDGE_TRACE_IDS = "obsbox_bridge_trace_ids_total"  # {source}: a legacy form, or derived
+BRIDGE_RETRIES = "obsbox_bridge_retries_total"  # {sink, reason}
+BRIDGE_DEAD_LETTERS = "obsbox_bridge_dead_letter_records_total"  # {sink}
+BRIDGE_BATCH_DURATION = "obsbox_bridge_batch_duration_seconds"  # histogram {pipeline}
+BRIDGE_FILES = "obsbox_bridge_files_tracked"  # gauge
+BRIDGE_ROTATIONS = "obsbox_bridge_rotations_total"  # {kind}
+BRIDGE_UNREADABLE_BYTES = "obsbox_bridge_unreadable_bytes_total"
+BRIDGE_ERRORS = "obsbox_bridge_errors_total"  # {kind}
+BRIDGE_LAG = "obsbox_bridge_lag_bytes"  # gauge {path}
+BRIDGE_SPANS_SKIPPED = "obsbox_bridge_spans_skipped_total"  # {reason}
 
+# ---------------------------------------------------------------- bridge metrics from logs
 LOG_STAGE_DURATION = "obsbox_log_stage_duration_seconds"  # {service, stage}: LatencyBreakdown
 LOG_TIMEOUT_DURATION = "obsbox_log_timeout_duration_seconds"  # "timeout after Nms"
 LOG_OOM_KILLED = "obsbox_log_oom_killed_total"

@@ -19,7 +19,7 @@ def parse_duration(text: str, bare_seconds: bool = False) -> float:
         return float(compact)
     parts = _PART.findall(compact)
     if not parts or "".join(n + u for n, u in parts) != compact:
-        raise ValueError(f"{text!r} is not a duration (such as 250ms, 5s, 1h30m or 30d)")
+        raise ValueError(f"{text!r} is not a Prometheus duration (such as 250ms, 5s, 1h30m or 30d)")
     return sum(float(n) * UNITS[u] for n, u in parts)
 
 

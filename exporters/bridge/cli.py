@@ -20,8 +20,6 @@ from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
 from obsbox.exporters.bridge.sources.positions import PositionsError
 
-MAIN_OPTION = {"file": "path", "loki": "url", "otlp": "endpoint"}
-
 EPILOG = textwrap.dedent("""\
     sinks (--to, repeatable; default stdout):
       stdout                         enriched JSON lines on standard output
@@ -98,21 +96,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
-    """``loki:http://h:3100?tenant_id=x`` → ("loki", {"url": "http://h:3100", "tenant_id": "x"})."""
-    if spec == "stdout":
-        return "stdout", {}
+    """``loki:http://h:3100?tenant_id=x`` → ("loki", {"url": "http://h:3100", "tenant_id": "x"}).
+
+    Works for any installed sink: ``TYPE:VALUE`` sets the config field the sink class names in
+    ``url_option``; a sink without one is given as ``TYPE`` alone. Options of a sink whose value is
+    an http(s) URL go in the URL's query."""
     kind, sep, rest = spec.partition(":")
-    if not sep or kind not in MAIN_OPTION:
+    try:
+        cls = registry.load("sinks", kind)
+    except registry.UnknownComponentError:
         raise ConfigError(
-            f"--to {spec!r}: expected stdout, file:PATH, loki:URL or otlp:URL "
+            f"--to {spec!r}: expected stdout, file:PATH, loki:URL or otlp:URL, or TYPE[:VALUE] of an installed sink "
             f"(sink types installed: {', '.join(registry.available('sinks'))})"
-        )
+        ) from None
+    option = getattr(cls, "url_option", None)
+    if option is None:
+        if sep:
+            raise ConfigError(f"--to {spec!r}: the {kind} sink takes no value; write --to {kind}")
+        return kind, {}
     if not rest:
-        raise ConfigError(f"--to {spec!r}: {MAIN_OPTION[kind]} is empty")
+        raise ConfigError(f"--to {spec!r}: {option} is empty (write --to {kind}:{option.upper()})")
     options: dict[str, Any] = {}
-    if kind != "file":
-        parts = urlsplit(rest)
-        known = {f.name for f in dataclasses.fields(registry.load("sinks", kind).Config)}
+    parts = urlsplit(rest)
+    if parts.scheme in ("http", "https"):
+        known = {f.name for f in dataclasses.fields(cls.Config)}
         kept = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
             if key in known:
@@ -120,7 +127,7 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
             else:
                 kept.append(f"{key}={value}")
         rest = urlunsplit(parts._replace(query="&".join(kept)))
-    options[MAIN_OPTION[kind]] = rest
+    options[option] = rest
     return kind, options
 
 
@@ -137,7 +144,6 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = args.state_dir or default_state_dir()
     tail: dict[str, Any] = {
         "include": args.paths,
-        "once": args.once,
         "max_line_bytes": args.max_line_bytes,
         "start_at": args.start_at,
     }
@@ -161,6 +167,8 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
             key, n = f"{kind}/{n}", n + 1
         sinks[key] = options
     settings: dict[str, Any] = {"metrics_host": args.metrics_host, "progress": not args.no_progress}
+    if args.once:
+        settings["once"] = True
     if args.metrics_port is not None:
         settings["metrics_port"] = args.metrics_port
     if args.state_dir:
@@ -180,9 +188,8 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
     if args.paths or args.to:
         raise ConfigError("with --config, files and sinks come from the config file, not the command line")
     config = bridge_config.load(args.config)
-    for spec in config.components["sources"].values():
-        if args.once and hasattr(spec.config, "once"):
-            spec.config.once = True
+    if args.once:
+        config.settings.once = True
     if args.metrics_port is not None:
         config.settings.metrics_port = args.metrics_port
         config.settings.metrics_host = args.metrics_host

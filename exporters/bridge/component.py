@@ -2,28 +2,36 @@
 
 A component is a class with a ``type`` name, a ``Config`` dataclass and a small lifecycle:
 sources ``poll``/``commit``, processors ``process``, sinks ``export``; all of them ``flush`` and
-``shutdown``. Sources and processors are called from their pipeline's thread, sinks from its export
-thread, one batch at a time; so they need no locks unless they start threads of their own (their
-docstrings say so).
+``shutdown``. Threading: sources and processors are called from their pipeline's thread, sinks from
+its export thread, one batch at a time, so none needs locks unless it starts threads of its own (its
+docstring then says so). A source may be asked for ``progress`` from another thread.
+
+Records: processors may change ``fields``, drop records, add records, and add string
+``attributes`` to a record; the Loki sink ships attributes as structured metadata and the OTLP sink
+as LogRecord attributes. ``raw`` is never changed except by ``redact``.
 """
 
 from __future__ import annotations
 
 import enum
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from obsbox.exporters.bridge.record import Batch, Record
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.record import Batch, Checkpoint, Record
+from obsbox.exporters.bridge.retry import RetryPolicy
+from obsbox.exporters.bridge.telemetry import Telemetry
 
-if TYPE_CHECKING:
-    from obsbox.exporters.bridge.metrics import BridgeMetrics
+C = TypeVar("C", bound=Checkpoint)
 
 
 class ExportResult(enum.Enum):
     """SUCCESS: every record was delivered, or dead-lettered with its reason. FAILURE: not delivered
-    (the sink gave up, for example at shutdown); the batch is not acknowledged and is read again."""
+    (the sink gave up: its retry policy ran out, or the pipeline is aborting); the batch is exported
+    again under the pipeline's retry policy, and never acknowledged before it succeeds."""
 
     SUCCESS = 0
     FAILURE = 1
@@ -31,15 +39,27 @@ class ExportResult(enum.Enum):
 
 @dataclass
 class Context:
-    """What a component gets besides its config: its name, shared metrics, a state dir, and two
-    signals: ``stop`` (stop reading, finish what is in flight) and ``abort`` (give up retrying)."""
+    """What a component gets besides its config.
+
+    ``name`` (its ``type[/name]``), the bridge's ``metrics`` and a ``telemetry`` handle for metrics of
+    its own, the ``state_dir``, its ``pipeline``, the bridge-wide modes (``once``: read to the end and
+    exit; ``poll_interval``: how long an idle pipeline waits), the ``retry`` policy every export
+    follows, and two signals: ``stop`` (stop reading, finish what is in flight) and ``abort`` (give up
+    retrying)."""
 
     name: str
-    metrics: BridgeMetrics
+    metrics: BridgeMetrics = field(default_factory=BridgeMetrics)
     stop: threading.Event = field(default_factory=threading.Event)
     abort: threading.Event = field(default_factory=threading.Event)
     state_dir: Path = Path(".")
     pipeline: str = "default"
+    once: bool = False
+    poll_interval: float = 0.1
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        return self.metrics.telemetry
 
 
 @dataclass
@@ -47,7 +67,7 @@ class NoConfig:
     """For components without options."""
 
 
-class Component:
+class Component(ABC):
     type: ClassVar[str]
     Config: ClassVar[type] = NoConfig
 
@@ -59,21 +79,24 @@ class Component:
         """Push out anything buffered; True when done within ``timeout`` seconds."""
         return True
 
-    def shutdown(self) -> None:
+    def shutdown(self) -> None:  # noqa: B027 - an optional hook: most components hold nothing to release
         """Release resources. Called once, after the last flush."""
 
 
-class Source(Component):
-    def poll(self, max_records: int, max_bytes: int) -> Batch | None:
-        """Return the next batch, or None when there is nothing new right now."""
-        raise NotImplementedError
+class Source(Component, Generic[C]):
+    """Reads records. ``C`` is its checkpoint type: a mapping whose later entries supersede earlier
+    ones for the same key, so the pipeline merges the checkpoints of several polls with ``update``."""
 
-    def commit(self, checkpoint: Any) -> None:
-        """Every sink has acknowledged the batch that carried ``checkpoint``: make it durable."""
-        raise NotImplementedError
+    @abstractmethod
+    def poll(self, max_records: int, max_bytes: int) -> Batch[C] | None:
+        """Return the next batch, or None when there is nothing new right now."""
+
+    @abstractmethod
+    def commit(self, checkpoint: C) -> None:
+        """Every sink has acknowledged the batches that carried ``checkpoint``: make it durable."""
 
     def exhausted(self) -> bool:
-        """True when a bounded read (``--once``) has reached the end of everything."""
+        """True when a bounded read (``once``) has reached the end of everything."""
         return False
 
     def progress(self) -> tuple[int, int]:
@@ -82,11 +105,14 @@ class Source(Component):
 
 
 class Processor(Component):
+    @abstractmethod
     def process(self, records: list[Record]) -> list[Record]:
-        raise NotImplementedError
+        """Change, drop or add records (see the module docstring for what may change)."""
 
 
 class Sink(Component):
+    url_option: ClassVar[str | None] = None  # the config field ``--to TYPE:VALUE`` sets; None: ``--to TYPE``
+
+    @abstractmethod
     def export(self, records: list[Record]) -> ExportResult:
-        """Deliver ``records``; block through retries. Return FAILURE only when giving up."""
-        raise NotImplementedError
+        """Deliver ``records``. Return FAILURE when they were not delivered; the pipeline retries."""

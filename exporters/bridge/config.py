@@ -19,6 +19,7 @@ one of these (``obsbox bridge ... --print-config`` shows which).
         sinks: [loki, file/enriched]
     settings:
       metrics_port: 9465
+      retry: {initial_interval: 500ms, max_interval: 30s, max_elapsed_time: 0}
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 
 from obsbox.config import Document, build, load_yaml, parse_yaml
 from obsbox.exporters.bridge import registry
+from obsbox.exporters.bridge.retry import RetryPolicy
 
 SECTIONS = ("sources", "processors", "sinks")
 DEFAULT_PROCESSORS = ["parse", "trace", "redact"]
@@ -55,6 +57,12 @@ class PipelineConfig:
 
 @dataclass
 class Settings:
+    """Bridge-wide settings. ``once`` and ``poll_interval`` are modes every component sees in its
+    context; ``retry`` is the retry policy of every export (a sink may override it)."""
+
+    once: bool = False
+    poll_interval: float = 0.1
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     state_dir: Path | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

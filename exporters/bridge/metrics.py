@@ -1,12 +1,16 @@
-"""The bridge's own metrics (prometheus-client), one instance per process, in a registry of its own.
+"""The bridge's own metrics, one set per process, registered through its :class:`Telemetry`.
 
-Names follow the project convention: ``obsbox_`` prefix, base units, ``_total`` on counters, and
-labels with bounded values only (``path`` is bounded by the files the globs match).
+Names come from ``obsbox.conventions`` (the dashboards read them there): ``obsbox_`` prefix, base
+units, ``_total`` on counters, and labels with bounded values only (``path`` is bounded by the files
+the globs match).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Gauge
+
+from obsbox import conventions as c
+from obsbox.exporters.bridge.telemetry import Telemetry
 
 BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
@@ -14,13 +18,8 @@ BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 class LagGauge:
     """``obsbox_bridge_lag_bytes{path}``: bytes written to a file but not yet acknowledged."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.gauge = Gauge(
-            "obsbox_bridge_lag_bytes",
-            "Bytes of a file not yet acknowledged by every sink.",
-            ["path"],
-            registry=registry,
-        )
+    def __init__(self, gauge: Gauge) -> None:
+        self.gauge = gauge
         self.paths: set[str] = set()
 
     def set_path(self, path: str, lag: int) -> None:
@@ -34,54 +33,35 @@ class LagGauge:
 
 
 class BridgeMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
-        self.lines_read = Counter("obsbox_bridge_lines_read", "Lines read from files.", ["pipeline"], registry=r)
-        self.bytes_read = Counter("obsbox_bridge_read_bytes", "Bytes read from files.", ["pipeline"], registry=r)
-        self.lines_shipped = Counter(
-            "obsbox_bridge_lines_shipped",
-            "Records a sink acknowledged: delivered, or dead-lettered.",
-            ["sink"],
-            registry=r,
+    def __init__(self, registry: CollectorRegistry | Telemetry | None = None) -> None:
+        t = registry if isinstance(registry, Telemetry) else Telemetry(registry)
+        self.telemetry = t
+        self.registry = t.registry
+        self.lines_read = t.counter(c.BRIDGE_LINES_READ, "Lines read from files.", ["pipeline"])
+        self.bytes_read = t.counter(c.BRIDGE_READ_BYTES, "Bytes read from files.", ["pipeline"])
+        self.lines_shipped = t.counter(
+            c.BRIDGE_LINES_SHIPPED, "Records a sink acknowledged: delivered, or dead-lettered.", ["sink"]
         )
-        self.parse_errors = Counter(
-            "obsbox_bridge_parse_errors", "Lines passed through unparsed, by reason.", ["reason"], registry=r
+        self.parse_errors = t.counter(c.BRIDGE_PARSE_ERRORS, "Lines passed through unparsed, by reason.", ["reason"])
+        self.truncated = t.counter(
+            c.BRIDGE_LINES_TRUNCATED, "Lines longer than max_line_bytes, shipped truncated and flagged."
         )
-        self.truncated = Counter(
-            "obsbox_bridge_lines_truncated",
-            "Lines longer than max_line_bytes, shipped truncated and flagged.",
-            registry=r,
+        self.redactions = t.counter(c.BRIDGE_REDACTIONS, "Secrets replaced by [REDACTED], by rule.", ["rule"])
+        self.trace_ids = t.counter(
+            c.BRIDGE_TRACE_IDS, "Records by where their trace ID came from (a legacy form, or derived).", ["source"]
         )
-        self.redactions = Counter(
-            "obsbox_bridge_redactions", "Secrets replaced by [REDACTED], by rule.", ["rule"], registry=r
+        self.retries = t.counter(c.BRIDGE_RETRIES, "Export attempts retried, by sink and reason.", ["sink", "reason"])
+        self.dead_letters = t.counter(
+            c.BRIDGE_DEAD_LETTERS, "Records a sink rejected for good, written to the dead-letter file.", ["sink"]
         )
-        self.trace_ids = Counter(
-            "obsbox_bridge_trace_ids",
-            "Records by where their trace ID came from (a legacy form, or derived).",
-            ["source"],
-            registry=r,
-        )
-        self.retries = Counter(
-            "obsbox_bridge_retries", "Export attempts retried, by sink and reason.", ["sink", "reason"], registry=r
-        )
-        self.dead_letters = Counter(
-            "obsbox_bridge_dead_letter_records",
-            "Records a sink rejected for good, written to the dead-letter file.",
-            ["sink"],
-            registry=r,
-        )
-        self.batch_duration = Histogram(
-            "obsbox_bridge_batch_duration_seconds",
+        self.batch_duration = t.histogram(
+            c.BRIDGE_BATCH_DURATION,
             "Time from reading a batch to every sink acknowledging it.",
             ["pipeline"],
             buckets=BATCH_BUCKETS,
-            registry=r,
         )
-        self.files = Gauge("obsbox_bridge_files_tracked", "Files open for reading.", registry=r)
-        self.rotations = Counter("obsbox_bridge_rotations", "Rotations seen, by kind.", ["kind"], registry=r)
-        self.unread = Counter(
-            "obsbox_bridge_unreadable_bytes", "Bytes lost to a copytruncate whose copy no glob matches.", registry=r
-        )
-        self.errors = Counter("obsbox_bridge_errors", "Operational errors, by kind.", ["kind"], registry=r)
-        self.lag = LagGauge(r)
+        self.files = t.gauge(c.BRIDGE_FILES, "Files open for reading.")
+        self.rotations = t.counter(c.BRIDGE_ROTATIONS, "Rotations seen, by kind.", ["kind"])
+        self.unread = t.counter(c.BRIDGE_UNREADABLE_BYTES, "Bytes lost to a copytruncate whose copy no glob matches.")
+        self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
+        self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))

@@ -7,9 +7,13 @@ checkpoint stays with the batch, so acknowledgement never depends on which recor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+Checkpoint = Mapping[Hashable, Any]
+"""What a source saves once a batch is acknowledged; later entries supersede earlier ones per key."""
+C = TypeVar("C", bound=Checkpoint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +35,12 @@ class Record:
     ``out`` is the enriched line that byte-oriented sinks write; None means "write ``raw``". It is
     made on first use by ``injector`` (set by the trace processor), so sinks that never write lines
     (OTLP, Loki) never pay for it. Trace context is kept as lowercase hex strings, the W3C form.
+    ``attributes`` (None until a source or processor adds one) are string pairs the Loki sink ships
+    as structured metadata and the OTLP sink as LogRecord attributes.
     """
 
     __slots__ = (
+        "attributes",
         "fields",
         "injector",
         "offset",
@@ -59,6 +66,7 @@ class Record:
         self.trace_id: str | None = None
         self.span_id: str | None = None
         self.parent_span_id: str | None = None
+        self.attributes: dict[str, str] | None = None
 
     def line(self) -> bytes:
         """The bytes a line-oriented sink writes: the enriched line, or the raw one unchanged."""
@@ -79,11 +87,11 @@ class Record:
 
 
 @dataclass(slots=True)
-class Batch:
+class Batch(Generic[C]):
     """Records plus the checkpoint the source saves once every sink has acknowledged them."""
 
     records: list[Record]
-    checkpoint: Any = None
+    checkpoint: C
     read_bytes: int = 0
 
     def __len__(self) -> int:

@@ -29,9 +29,11 @@ from prometheus_client import start_http_server
 
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
+from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,7 @@ class Pipeline:
     metrics: BridgeMetrics
     stop: threading.Event
     abort: threading.Event
+    retry: RetryPolicy
     once: bool = False
     poll_interval: float = 0.1
     progress: Progress | None = None
@@ -135,26 +138,46 @@ class Pipeline:
                 self.stop.wait(min(self.poll_interval, max(0.0, deadline - time.perf_counter())))
 
     def _export(self, records: list[Record]) -> bool:
-        """Every sink acknowledges the batch, or the pipeline is aborting (False)."""
+        """Every sink acknowledges the batch, or the pipeline is aborting (False).
+
+        A sink that raises, or returns FAILURE, is tried again under the retry policy, never
+        skipped; when the policy's maximum elapsed time runs out, the batch goes to that sink's
+        dead-letter file with the last reason (counted), and the pipeline moves on."""
         for sink in self.sinks:
-            delay = 0.5
-            while True:
-                result = self._export_once(sink, records)
-                if result is ExportResult.SUCCESS:
-                    self.metrics.lines_shipped.labels(sink.context.name).inc(len(records))
-                    break
-                if self.abort.is_set() or self.abort.wait(delay):
-                    return False
-                delay = min(delay * 2, 30.0)
+            name = sink.context.name
+
+            def attempt(sink: Sink = sink) -> Attempt:
+                return self._export_once(sink, records)
+
+            def retried(attempt: Attempt, name: str = name) -> None:
+                self.metrics.retries.labels(name, "export_failed").inc()
+                log.warning("sink %s: %s; retrying", name, attempt.reason)
+
+            outcome = self.retry.run(attempt, self.abort, retried)
+            if outcome is None:
+                return False
+            if outcome.kind != "ok":
+                dead = DeadLetter(default_path(sink.context.state_dir, name))
+                dead.write(name, records, f"gave up retrying: {outcome.reason}", None)
+                self.metrics.dead_letters.labels(name).inc(len(records))
+                log.error(
+                    "sink %s: gave up on %d records (%s); written to %s", name, len(records), outcome.reason, dead.path
+                )
+            self.metrics.lines_shipped.labels(name).inc(len(records))
         return True
 
-    def _export_once(self, sink: Sink, records: list[Record]) -> ExportResult:
+    def _export_once(self, sink: Sink, records: list[Record]) -> Attempt:
         try:
-            return sink.export(records)
-        except Exception:  # a sink bug must not lose the batch: log, count, retry
-            log.exception("sink %s failed; retrying", sink.context.name)
+            result = sink.export(records)
+        except Exception as exc:  # a sink bug must not lose the batch: log, count, retry
+            log.exception("sink %s failed", sink.context.name)
             self.metrics.errors.labels("sink_exception").inc()
-            return ExportResult.FAILURE
+            return Attempt("retry", f"{type(exc).__name__}: {exc}")
+        if result is ExportResult.SUCCESS:
+            return Attempt("ok")
+        if self.abort.is_set():
+            return Attempt("retry", "aborting")
+        return Attempt("retry", "the sink returned FAILURE")
 
     def components(self) -> list:
         return [*self.sources, *self.processors, *self.sinks]
@@ -169,7 +192,7 @@ class Bridge:
         self.stop = threading.Event()
         self.abort = threading.Event()
         self.state_dir = config.settings.state_dir or default_state_dir()
-        self.once = any(getattr(spec.config, "once", False) for spec in config.components["sources"].values())
+        self.once = config.settings.once
         self.pipelines = [self._pipeline(name) for name in config.pipelines]
 
     def _context(self, pipeline: str, spec: ComponentSpec) -> Context:
@@ -180,6 +203,9 @@ class Bridge:
             abort=self.abort,
             state_dir=self.state_dir,
             pipeline=pipeline,
+            once=self.once,
+            poll_interval=self.config.settings.poll_interval,
+            retry=self.config.settings.retry,
         )
 
     def _build(self, pipeline: str, kind: str, keys: list[str]) -> list:
@@ -192,7 +218,6 @@ class Bridge:
         progress = None
         if self.once and self.config.settings.progress and sys.stderr.isatty() and len(self.config.pipelines) == 1:
             progress = Progress(sources)
-        poll = min((getattr(s.config, "poll_interval", 0.1) for s in sources), default=0.1)
         return Pipeline(
             name,
             sources,
@@ -202,8 +227,9 @@ class Bridge:
             self.metrics,
             self.stop,
             self.abort,
+            self.config.settings.retry,
             once=self.once,
-            poll_interval=poll,
+            poll_interval=self.config.settings.poll_interval,
             progress=progress,
         )
 

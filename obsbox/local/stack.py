@@ -94,14 +94,14 @@ class LocalStack:
     def _bridge_pipeline(self) -> dict:
         processors = ["parse", "trace", "redact", "log_metrics"]
         return {
-            "sources": {"tail": {"include": [str(self.workdir / "logs" / "*.json")], "poll_interval": "100ms"}},
+            "sources": {"tail": {"include": [str(self.workdir / "logs" / "*.json")]}},
             "processors": {name: {} for name in processors},
             "sinks": {
                 "file": {"path": str(self.workdir / "enriched.jsonl")},
                 "spans": {"endpoint": self.receiver.url, "service_name": "gateway-from-logs"},
             },
             "pipelines": {"logs": {"sources": ["tail"], "processors": processors, "sinks": ["file", "spans"]}},
-            "settings": {"state_dir": str(self.workdir / "state"), "progress": False},
+            "settings": {"state_dir": str(self.workdir / "state"), "progress": False, "poll_interval": "100ms"},
         }
 
     def _start_prometheus(self) -> None:

@@ -51,9 +51,7 @@ class Running:
     ) -> None:
         tail = {
             "include": include,
-            "once": once,
             "positions": str(state_dir / "positions.json"),
-            "poll_interval": 0.01,
             "scan_interval": 0.05,
             "rotate_wait": 0.5,
             **tail_options,
@@ -72,7 +70,13 @@ class Running:
                     "batch": {"max_records": 500, "timeout": 0.05},
                 }
             },
-            "settings": {"state_dir": str(state_dir), "shutdown_timeout": 5, "progress": False},
+            "settings": {
+                "state_dir": str(state_dir),
+                "shutdown_timeout": 5,
+                "progress": False,
+                "once": once,
+                "poll_interval": 0.01,
+            },
         }
         self.bridge = Bridge(bridge_config.from_data(data))
         self.sink = self.bridge.pipelines[0].sinks[0]

@@ -17,7 +17,7 @@ sources:
   tail:
     include: [/var/log/app/*.json]
     max_line_bytes: 512KiB
-    poll_interval: 250ms
+    scan_interval: 250ms
 processors:
   parse: {}
   trace:
@@ -50,7 +50,7 @@ def test_a_good_config_loads_with_units_and_env_defaults(monkeypatch):
     monkeypatch.delenv("LOKI_URL", raising=False)
     config = load(GOOD)
     tail = config.components["sources"]["tail"].config
-    assert tail.max_line_bytes == 512 * 1024 and tail.poll_interval == 0.25
+    assert tail.max_line_bytes == 512 * 1024 and tail.scan_interval == 0.25
     assert config.components["sinks"]["loki"].config.url == "http://localhost:3100"
     assert config.components["processors"]["trace"].config.correlation_keys == ["request_id"]
     monkeypatch.setenv("LOKI_URL", "http://loki:3100")

@@ -39,9 +39,7 @@ def bridge_config(tmp_path, log, out, once: bool) -> str:
         "sources": {
             "tail": {
                 "include": [str(log)],
-                "once": once,
                 "positions": str(tmp_path / "positions.json"),
-                "poll_interval": 0.01,
             }
         },
         "processors": {"parse": {}, "trace": {}, "redact": {}},
@@ -54,7 +52,7 @@ def bridge_config(tmp_path, log, out, once: bool) -> str:
                 "batch": {"max_records": BATCH, "timeout": 0.05},
             }
         },
-        "settings": {"state_dir": str(tmp_path / "state"), "progress": False},
+        "settings": {"state_dir": str(tmp_path / "state"), "progress": False, "once": once, "poll_interval": 0.01},
     }
     path = tmp_path / ("once.yaml" if once else "tail.yaml")
     path.write_text(yaml.safe_dump(config))

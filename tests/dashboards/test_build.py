@@ -20,6 +20,7 @@ from obsbox.dashboards import queries as q
 from obsbox.dashboards.panels import DashboardError
 from obsbox.slo import DEFAULT_SPEC
 from tests.dashboards.catalog import dashboards
+from tests.scripts_path import console_script
 
 EXPECTED = {
     "obsbox-gateway-latency",
@@ -159,7 +160,11 @@ def test_the_grafanalib_generator_gives_the_same_json(tmp_path):
     """The files follow grafanalib's convention, so its own generate-dashboard tool builds them too."""
     board = next(b for b in dashboards() if b.uid == "obsbox-llm-inference")
     out = tmp_path / "out.json"
-    subprocess.run(["generate-dashboard", "-o", str(out), str(board.source)], check=True, capture_output=True)
+    subprocess.run(
+        [console_script("generate-dashboard") or "generate-dashboard", "-o", str(out), str(board.source)],
+        check=True,
+        capture_output=True,
+    )
     assert json.loads(out.read_text()) == board.model
 
 

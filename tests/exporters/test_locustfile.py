@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import py_compile
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from tests.exporters.servers import free_port, wait_until
+from tests.scripts_path import console_script
 
 LOCUSTFILE = Path(__file__).parents[2] / "scripts" / "locustfile.py"
 
@@ -36,7 +36,7 @@ def test_locust_drives_the_demo_gateway(tmp_path):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until(lambda: _healthy(url, gateway), 20, "the demo gateway")
-        locust = shutil.which("locust") or pytest.fail("the locust package is installed but its command is not")
+        locust = console_script("locust") or pytest.fail("the locust package is installed but its command is not")
         command = [locust, "-f", str(LOCUSTFILE), "--headless", "-u", "3", "-r", "3", "-t", "4s", "--host", url]
         result = subprocess.run(
             [*command, "--only-summary", "--stop-timeout", "5"],

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from obsbox import conventions, logfields
 from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.record import Record
@@ -66,7 +64,6 @@ class LogMetricsProcessor(Processor):
             + (load_rules(config.rules_file) if config.rules_file else [])
             + list(config.rules)
         )
-        self.registry: CollectorRegistry = context.metrics.registry
         self.bound = BoundedLabels(config.max_label_values)
         self.instruments = {rule.name: self._instrument(rule) for rule in self.rules}
         self.stages = None
@@ -80,19 +77,13 @@ class LogMetricsProcessor(Processor):
             )
 
     def _shared(self, name: str, kind: str, labels: list[str], help_text: str, buckets=STAGE_BUCKETS):
-        """One instrument per metric name in the registry, however many rules or bridges use it."""
-        existing = self.registry._names_to_collectors.get(name)
-        if existing is None and kind == "counter":
-            existing = self.registry._names_to_collectors.get(name.removesuffix("_total"))
-        if existing is not None:
-            if tuple(existing._labelnames) != tuple(labels):
-                raise ValueError(f"metric {name} is already defined with labels {existing._labelnames}")
-            return existing
+        """One instrument per metric name, however many rules or bridges use it."""
+        telemetry = self.context.telemetry
         if kind == "counter":
-            return Counter(name.removesuffix("_total"), help_text, labels, registry=self.registry)
+            return telemetry.counter(name, help_text, labels)
         if kind == "gauge":
-            return Gauge(name, help_text, labels, registry=self.registry)
-        return Histogram(name, help_text, labels, buckets=buckets, registry=self.registry)
+            return telemetry.gauge(name, help_text, labels)
+        return telemetry.histogram(name, help_text, labels, buckets)
 
     def _instrument(self, rule: Rule):
         return self._shared(

@@ -3,7 +3,7 @@
 A batch is written with one ``write`` and acknowledged after it (and after ``fsync`` when asked).
 If the bridge was killed in the middle of a write, the file ends in a torn line; that line was never
 acknowledged, so it is cut off at start-up and written again whole.
-Threading: pipeline thread only.
+Threading: the pipeline's export thread only (flush and shutdown come after it stopped).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def write_all(fd: int, data: bytes) -> None:
 
 class FileSink(Sink):
     type = "file"
+    url_option = "path"  # --to file:PATH
     Config = FileConfig
 
     def __init__(self, config: FileConfig, context) -> None:

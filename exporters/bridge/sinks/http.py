@@ -15,7 +15,7 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from obsbox.exporters.bridge.sinks.retry import Attempt, parse_retry_after
+from obsbox.exporters.bridge.retry import Attempt, parse_retry_after
 
 
 @dataclass

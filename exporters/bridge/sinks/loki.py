@@ -23,9 +23,9 @@ import orjson
 
 from obsbox import logfields
 from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks.http import auth_headers, compress, env
 from obsbox.exporters.bridge.sinks.network import NetworkSink
-from obsbox.exporters.bridge.sinks.retry import RetryConfig
 
 PUSH_PATH = "/loki/api/v1/push"
 DYNAMIC = ("service_name", "job", "level", "filename")
@@ -48,7 +48,7 @@ class LokiConfig:
     compression: Literal["gzip", "none"] = "gzip"
     max_request_bytes: int = 1024 * 1024
     timeout: float = 10.0
-    retry: RetryConfig = field(default_factory=RetryConfig)
+    retry: RetryPolicy | None = None  # None: settings.retry
     dead_letter: Path | None = None
 
     def __post_init__(self) -> None:
@@ -59,6 +59,7 @@ class LokiConfig:
 
 class LokiSink(NetworkSink):
     type = "loki"
+    url_option = "url"  # --to loki:URL
     Config = LokiConfig
 
     def __init__(self, config: LokiConfig, context) -> None:
@@ -106,6 +107,8 @@ class LokiSink(NetworkSink):
             meta["obsbox_parse_error"] = rec.parse_error
         if rec.truncated:
             meta["obsbox_truncated"] = "true"
+        if rec.attributes:
+            meta.update((key.replace(".", "_"), value) for key, value in rec.attributes.items())
         fields = rec.fields
         if fields:
             for key in self.config.structured_metadata:

@@ -1,5 +1,5 @@
 """``memory``: keeps what it is given, for tests and embedding (like the OTel SDK's
-``InMemoryLogExporter``). Threading: ``export`` from the pipeline thread; readers take the lock."""
+``InMemoryLogExporter``). Threading: ``export`` from the pipeline's export thread; readers take the lock."""
 
 from __future__ import annotations
 

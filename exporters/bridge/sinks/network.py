@@ -1,5 +1,6 @@
-"""What the Loki and OTLP sinks share: split a batch into requests, send each with retries, and
-dead-letter what the server rejects for good. Subclasses only encode requests."""
+"""What the Loki and OTLP sinks share: split a batch into requests, send each under the retry policy,
+and dead-letter what the server rejects for good (or what still fails when the policy's maximum
+elapsed time runs out). Subclasses only encode requests."""
 
 from __future__ import annotations
 
@@ -8,24 +9,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from obsbox.exporters.bridge.component import ExportResult, Sink
+from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.record import Record
-from obsbox.exporters.bridge.sinks.deadletter import DeadLetter
+from obsbox.exporters.bridge.retry import Attempt
 from obsbox.exporters.bridge.sinks.http import HttpEndpoint, Response, post_attempt
-from obsbox.exporters.bridge.sinks.retry import Attempt, with_retry
 
 log = logging.getLogger(__name__)
 
 
 class NetworkSink(Sink):
-    """Threading: pipeline thread only; one connection, used sequentially."""
+    """Threading: the pipeline's export thread only; one connection, used sequentially."""
 
     retryable: frozenset[int] | None = None  # None: 429 and every 5xx
 
     def __init__(self, config, context) -> None:
         super().__init__(config, context)
         self.endpoint = HttpEndpoint(self.target_url(), config.timeout)
-        dead = config.dead_letter or context.state_dir / f"dead-letter-{context.name.replace('/', '-')}.jsonl"
-        self.dead_letter = DeadLetter(Path(dead))
+        self.dead_letter = DeadLetter(Path(config.dead_letter or default_path(context.state_dir, context.name)))
+        self.retry = config.retry or context.retry
 
     def target_url(self) -> str:
         raise NotImplementedError
@@ -51,17 +52,18 @@ class NetworkSink(Sink):
                 metrics.retries.labels(name, reason).inc()
                 log.warning("%s: %s; retrying", name, attempt.reason)
 
-            outcome = with_retry(send, self.config.retry, self.context.abort, retried)
+            outcome = self.retry.run(send, self.context.abort, retried)
             if outcome is None:
                 return ExportResult.FAILURE
-            if outcome.kind == "reject":
-                self.dead_letter.write(name, chunk, outcome.reason, outcome.status)
+            if outcome.kind != "ok":
+                reason = outcome.reason if outcome.kind == "reject" else f"gave up retrying: {outcome.reason}"
+                self.dead_letter.write(name, chunk, reason, outcome.status)
                 metrics.dead_letters.labels(name).inc(len(chunk))
                 log.error(
                     "%s rejected %d records (%s); written to %s",
                     name,
                     len(chunk),
-                    outcome.reason,
+                    reason,
                     self.dead_letter.path,
                 )
         return ExportResult.SUCCESS

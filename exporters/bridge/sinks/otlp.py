@@ -25,10 +25,10 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields
 from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
 from obsbox.exporters.bridge.sinks.http import Response, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
-from obsbox.exporters.bridge.sinks.retry import RetryConfig
 
 log = logging.getLogger(__name__)
 LOGS_PATH = "/v1/logs"
@@ -47,7 +47,7 @@ class OtlpConfig:
     resource: dict[str, str] = field(default_factory=dict)
     max_request_bytes: int = 4 * 1024 * 1024
     timeout: float = 10.0
-    retry: RetryConfig = field(default_factory=RetryConfig)
+    retry: RetryPolicy | None = None  # None: settings.retry
     dead_letter: Path | None = None
 
 
@@ -137,6 +137,7 @@ class OtlpHttpSink(NetworkSink):
 
 class OtlpSink(OtlpHttpSink):
     type = "otlp"
+    url_option = "endpoint"  # --to otlp:ENDPOINT
     Config = OtlpConfig
 
     def __init__(self, config: OtlpConfig, context) -> None:
@@ -162,6 +163,8 @@ class OtlpSink(OtlpHttpSink):
             attrs += wire.field(wire.ATTRIBUTE, wire.string_kv("obsbox.parse_error", rec.parse_error))
         if rec.truncated:
             attrs += wire.field(wire.ATTRIBUTE, wire.bool_kv("obsbox.truncated", True))
+        if rec.attributes:
+            attrs += b"".join(wire.field(wire.ATTRIBUTE, wire.string_kv(k, v)) for k, v in rec.attributes.items())
         return attrs
 
     def _severity(self, fields: dict[str, Any] | None) -> bytes:

@@ -25,9 +25,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
-from prometheus_client import Counter
 
-from obsbox import logfields
+from obsbox import conventions, logfields
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.http import Response
 from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, string_attr
@@ -64,18 +63,16 @@ def child_span_id(parent: bytes, stage: str) -> bytes:
 
 class SpansSink(OtlpHttpSink):
     type = "spans"
+    url_option = "endpoint"  # --to spans:ENDPOINT
     Config = SpansConfig
     signal = "traces"
 
     def __init__(self, config: SpansConfig, context) -> None:
         super().__init__(config, context)
-        registry = context.metrics.registry
-        existing = registry._names_to_collectors.get("obsbox_bridge_spans_skipped")
-        self.skipped = existing or Counter(
-            "obsbox_bridge_spans_skipped",
+        self.skipped = context.telemetry.counter(
+            conventions.BRIDGE_SPANS_SKIPPED,
             "Records the spans sink could not turn into a span, by reason.",
             ["reason"],
-            registry=registry,
         )
 
     def _first(self, fields: dict[str, Any], selectors: list[str]) -> Any:

@@ -1,6 +1,6 @@
 """``stdout``: enriched JSON lines on standard output, the default sink. Lines that are not JSON
 are written byte for byte. A closed pipe (``| head``) stops the bridge cleanly.
-Threading: pipeline thread only."""
+Threading: the pipeline's export thread only."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The dead-letter file: records a server rejected for good (a 4xx), kept with the reason.
+"""The dead-letter file: records a server rejected for good (a 4xx), or that could not be delivered
+within the retry policy's maximum elapsed time, kept with the reason.
 
 One JSON object per record: when, which sink, the HTTP status and reason, where the line came
 from, its trace ID, and the line itself (as text, or base64 when it is not UTF-8). Nothing a sink
@@ -15,6 +16,11 @@ from pathlib import Path
 import orjson
 
 from obsbox.exporters.bridge.record import Record
+
+
+def default_path(state_dir: Path, sink: str) -> Path:
+    """One file per sink in the state dir: ``dead-letter-loki-archive.jsonl`` for ``loki/archive``."""
+    return state_dir / f"dead-letter-{sink.replace('/', '-')}.jsonl"
 
 
 class DeadLetter:

@@ -1,0 +1,57 @@
+"""Discovery: which regular files the globs name now. Pure functions of the filesystem, no state.
+
+A file is keyed by its identity, (device, inode), so a renamed file is the same file and a name
+reused by a new file is a new one (compare the collector's ``fileconsumer/matcher`` and Vector's
+``paths_provider``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import stat
+
+FileKey = tuple[int, int]  # (st_dev, st_ino)
+
+COMPRESSED = ["*.gz", "*.bz2", "*.xz", "*.zst", "*.zip", "*.lz4"]
+
+
+def excluded(path: str, exclude: list[str]) -> bool:
+    """``exclude`` patterns match the whole path or the file's name."""
+    name = os.path.basename(path)
+    return any(fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(name, pattern) for pattern in exclude)
+
+
+def find_files(include: list[str], exclude: list[str]) -> dict[FileKey, str]:
+    """Every regular file the ``include`` globs match and ``exclude`` does not, by identity; the first
+    path found names a file that several globs or links match."""
+    found: dict[FileKey, str] = {}
+    for pattern in include:
+        for path in sorted(glob.glob(os.path.expanduser(pattern))):
+            if excluded(path, exclude):
+                continue
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # vanished between glob and stat
+            if stat.S_ISREG(st.st_mode):
+                found.setdefault((st.st_dev, st.st_ino), path)
+    return found
+
+
+def find_in_folder(folder: str, key: FileKey) -> str | None:
+    """The path, in ``folder``, of the file whose identity is ``key``: where a rotation moved a file
+    that no glob matches any more."""
+    try:
+        entries = list(os.scandir(folder or "."))
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            st = entry.stat()
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == key:
+            return entry.path
+    return None

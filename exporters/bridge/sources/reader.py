@@ -1,0 +1,233 @@
+"""The file reader: one open file (one inode), read from an offset into lines.
+
+It owns its descriptor, its offsets and the partial line at its end, and it **returns** what it saw
+(how many bytes it read, whether the file grew, whether it looks truncated, how many lines were cut
+at ``max_line_bytes``); deciding what a truncation means, or which file is a copy of which, is the
+tracker's job (compare the collector's ``fileconsumer/internal/reader`` and Vector's
+``FileWatcher``). Offsets:
+
+- ``read_offset``: the next byte to read;
+- ``emitted``: the end of the last line handed out;
+- ``acked``: the end of the last line every sink acknowledged (set by the tracker on commit).
+
+Threading: used under its tail source's lock only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from obsbox.exporters.bridge.record import Origin, Record
+from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, read_fingerprint
+
+SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """What one ``read`` saw."""
+
+    grew: bool = False  # there was more to read than before
+    bytes_read: int = 0
+    overlong: int = 0  # lines cut at max_line_bytes (shipped truncated and flagged)
+    truncated: str | None = None  # why the file looks truncated; nothing was read then
+    size: int = 0  # the file's size as this read found it
+    previous_size: int = 0  # ... and as the read before it did
+
+
+class FileReader:
+    """Read one file into :class:`Record` lines (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str,
+        fd: int,
+        dev: int,
+        ino: int,
+        *,
+        max_line_bytes: int,
+        read_chunk_bytes: int,
+        fingerprint_bytes: int,
+    ) -> None:
+        self.path, self.fd, self.dev, self.ino = path, fd, dev, ino
+        self.max_line_bytes = max_line_bytes
+        self.read_chunk_bytes = read_chunk_bytes
+        self.fingerprint_bytes = fingerprint_bytes
+        self.fp = Fingerprint(b"", False)
+        self.origin = Origin(path, b"")
+        self.read_offset = 0
+        self.partial = b""  # bytes after the last newline, not yet a line
+        self.skipping: Record | None = None  # an overlong line, truncated, waiting for its newline
+        self.emitted = 0
+        self.acked = 0
+        self.limit: int | None = None  # --once: read up to the size seen at the start
+        self.size = os.fstat(fd).st_size
+        self.last_growth = time.monotonic()
+        self.sample: tuple[int, bytes] = (0, b"")  # (end offset, bytes before it) of the last read
+        self.recheck = False  # verify the first line at the next read, even if the file did not grow
+
+    # ---------------------------------------------------------------- identity and position
+
+    def identify(self, allow_incomplete: bool = False) -> bool:
+        """Read the fingerprint; False (and nothing learnt) while the first line is incomplete."""
+        fp = read_fingerprint(self.fd, self.fingerprint_bytes)
+        if not fp.complete and not allow_incomplete:
+            return False
+        self.fp = fp
+        self.origin = Origin(self.path, fp.digest)
+        return True
+
+    def head_fingerprint(self) -> str:
+        """The fingerprint of what the file holds now (it may have been truncated and rewritten)."""
+        return read_fingerprint(self.fd, self.fingerprint_bytes).hex
+
+    def rename(self, path: str) -> None:
+        self.path = path
+        self.origin = Origin(path, self.origin.key)
+
+    def start_at(self, offset: int, acked: int | None = None) -> None:
+        """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
+        self.read_offset = self.emitted = offset
+        self.acked = offset if acked is None else acked
+        self.partial, self.skipping = b"", None
+
+    def restart(self) -> None:
+        """The file was truncated: its content starts again from 0."""
+        self.start_at(0)
+        self.sample = (0, b"")
+
+    def line_start(self) -> int:
+        """Offset of the first byte not yet part of an emitted line."""
+        if self.skipping is not None:
+            return self.skipping.offset
+        return self.read_offset - len(self.partial)
+
+    def line_boundary_before(self, offset: int) -> int:
+        """The start of the line that holds ``offset`` (looking back at most ``max_line_bytes``)."""
+        probe = max(0, offset - self.max_line_bytes)
+        tail = os.pread(self.fd, offset - probe, probe)
+        newline = tail.rfind(b"\n")
+        return probe + newline + 1 if newline >= 0 else probe
+
+    def current_size(self) -> int:
+        """The file's size now (``size`` is refreshed only by reads, which stop while a sink is down)."""
+        self.size = os.fstat(self.fd).st_size
+        return self.size
+
+    def idle_for(self) -> float:
+        return time.monotonic() - self.last_growth
+
+    def has_partial(self) -> bool:
+        return bool(self.partial) or self.skipping is not None
+
+    def drained(self) -> bool:
+        """Everything written so far was read and acknowledged, and no partial line waits."""
+        return self.acked >= self.emitted and self.read_offset >= self.current_size() and not self.has_partial()
+
+    def continues(self, other: FileReader) -> bool | None:
+        """Does this file hold ``other``'s content where ``other`` was last read? None: too early to say."""
+        end, sample = other.sample
+        if not sample or os.fstat(self.fd).st_size < end:
+            return None
+        return os.pread(self.fd, len(sample), end - len(sample)) == sample
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    # ---------------------------------------------------------------- reading
+
+    def read(self, out: list[Record], room: int, byte_room: int, *, verify_head: bool) -> ReadResult:
+        """Append up to ``room`` complete lines to ``out``. ``verify_head``: check that the first line
+        is still the one we know (a copytruncate can regrow a file past, or exactly to, our offset)."""
+        try:
+            size = os.fstat(self.fd).st_size
+        except OSError:
+            return ReadResult()
+        result = ReadResult(size=size, previous_size=self.size)
+        self.size = size
+        if size < self.read_offset:
+            result.truncated = f"size {size} below offset {self.read_offset}"
+            return result
+        end = size if self.limit is None else min(size, self.limit)
+        grew = end > self.read_offset
+        if (grew or self.recheck) and verify_head and self.fp.complete:
+            self.recheck = False
+            if os.pread(self.fd, len(self.fp.head), 0) != self.fp.head:
+                result.truncated = "its first line changed"
+                return result
+        if not grew:
+            return result
+        result.grew = True
+        want = min(self.read_chunk_bytes, end - self.read_offset, max(byte_room, 4096))
+        data = os.pread(self.fd, want, self.read_offset)
+        if not data:
+            return result
+        self.last_growth = time.monotonic()
+        start = self.read_offset
+        self.read_offset += len(data)
+        sample_end, previous = self.sample
+        tail = (previous + data[-SAMPLE:])[-SAMPLE:] if sample_end == start else data[-SAMPLE:]
+        self.sample = (self.read_offset, tail)
+        result.bytes_read = len(data)
+        result.overlong = self._split(data, out, room)
+        return result
+
+    def _split(self, data: bytes, out: list[Record], room: int) -> int:
+        """Cut ``data`` into lines. Hot path: one ``split``, one Record per line, nothing else.
+        Returns how many lines were cut at ``max_line_bytes``."""
+        max_line = self.max_line_bytes
+        overlong = 0
+        if self.skipping is not None:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return 0  # still inside the overlong line; its bytes are skipped
+            skipped = self.skipping
+            self.skipping = None
+            out.append(skipped)
+            overlong += 1
+            room -= 1
+            base = self.read_offset - len(data) + newline + 1
+            self.emitted = base
+            data = data[newline + 1 :]
+        else:
+            base = self.read_offset - len(data) - len(self.partial)
+            if self.partial:
+                data = self.partial + data
+        parts = data.split(b"\n")
+        partial = parts.pop()
+        origin = self.origin
+        pos = base
+        for taken, line in enumerate(parts):
+            if taken == room:  # batch full: give the rest back, to be read again next poll
+                self.read_offset = pos
+                self.partial = b""
+                self.emitted = pos
+                return overlong
+            if len(line) > max_line:
+                out.append(Record(line[:max_line], origin, pos, truncated=True))
+                overlong += 1
+            else:
+                out.append(Record(line, origin, pos))
+            pos += len(line) + 1
+        self.emitted = pos
+        if len(partial) > max_line:
+            self.skipping = Record(partial[:max_line], origin, pos, truncated=True)
+            partial = b""
+        self.partial = partial
+        return overlong
+
+    def take_partial(self, advance: bool = True) -> Record | None:
+        """The trailing line that will never get its newline (the writer moved on), as a record.
+
+        ``advance=False`` (--once) leaves ``emitted`` before it, so a later run completes the line."""
+        record = None
+        if self.skipping is not None:
+            record, self.skipping = self.skipping, None
+        elif self.partial:
+            record = Record(self.partial, self.origin, self.read_offset - len(self.partial))
+        self.partial = b""
+        if advance:
+            self.emitted = self.read_offset
+        return record

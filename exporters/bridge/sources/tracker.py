@@ -1,0 +1,442 @@
+"""The tracker: which file is which across rotations and restarts, and what each one is for.
+
+Every file the globs match is opened once, keyed by (device, inode), and given a :class:`FileState`
+(compare the collector's ``fileconsumer/internal/tracker``). A file's *identity* is its inode plus
+the fingerprint of its first line; its *generation* counts the truncations it went through.
+
+State transitions (``update`` runs them after each glob scan; ``truncated`` when a read finds one):
+
+====================  =====================================================  ==========
+from                  when                                                   to
+====================  =====================================================  ==========
+(opened)              a glob matches a new inode, or a held link is found    PENDING
+PENDING               first line complete; a saved position has this inode   ACTIVE at the saved offset
+                      and fingerprint
+PENDING               first line equals an ACTIVE file's (a copy of it,      PARKED
+                      made by copytruncate or cp)
+PENDING               a saved position has the fingerprint, not the inode    ACTIVE at the saved offset
+                      (renamed or copied while the bridge was stopped)
+PENDING               none of the above: a new file                          ACTIVE at 0 (or at the end,
+                                                                             ``start_at: end``, first scan)
+PENDING               left the globs and idle for ``rotate_wait``            closed
+PARKED                its original is truncated                              ACTIVE where the original
+                                                                             was read to (it takes over)
+PARKED                its content departs from the original's                ACTIVE at 0
+PARKED                the original was drained and closed                    ACTIVE at the original's
+                                                                             last line start
+PARKED                left the globs, idle, every line acknowledged from     closed
+                      the original's same generation
+ACTIVE                truncated (size below offset, or first line changed)   PENDING, generation + 1,
+                                                                             then classified again
+ACTIVE                left the globs, idle for ``rotate_wait``, read to its  closed
+                      end and every line acknowledged
+====================  =====================================================  ==========
+
+Offsets advance only through ``commit`` (every sink acknowledged a batch). A batch read from a file
+that was truncated since carries the old generation; its acknowledgement goes to the copy that took
+over (``successors``). Threading: called under the tail source's lock only.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from collections.abc import Mapping
+
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder
+from obsbox.exporters.bridge.sources.hold import Holder
+from obsbox.exporters.bridge.sources.positions import Position
+from obsbox.exporters.bridge.sources.reader import FileReader
+
+log = logging.getLogger(__name__)
+
+
+class FileState(enum.Enum):
+    PENDING = "pending"  # opened; its first line, so its identity, is not complete yet
+    PARKED = "parked"  # a copy of an ACTIVE file: read only if it has to take over
+    ACTIVE = "active"  # being read
+
+
+class Tracked:
+    """The tracker's entry for one file: its reader, its state, and where it stands in rotation."""
+
+    def __init__(self, fid: int, reader: FileReader, held: str | None) -> None:
+        self.id = fid
+        self.reader = reader
+        self.state = FileState.PENDING
+        self.parked_on: Tracked | None = None
+        self.parked_generation = 0  # the original's generation when this copy was parked on it
+        self.generation = 0
+        self.live = True  # a path matching the globs still names this inode
+        self.held = held  # our hard link to it (see hold.py)
+
+    @property
+    def key(self) -> FileKey:
+        return (self.reader.dev, self.reader.ino)
+
+    @property
+    def path(self) -> str:
+        return self.reader.path
+
+    @property
+    def emitted(self) -> int:
+        return self.reader.emitted
+
+    @property
+    def acked(self) -> int:
+        return self.reader.acked
+
+    def activate(self, offset: int, acked: int | None = None) -> None:
+        self.state = FileState.ACTIVE
+        self.parked_on = None
+        self.reader.start_at(offset, acked)
+
+
+FileMark = tuple[int, int]  # (generation, offset) of a file, in a checkpoint keyed by file id
+
+
+class Tracker:
+    """Identity and rotation for one tail source (see the module docstring for the transitions)."""
+
+    def __init__(
+        self,
+        include: list[str],
+        exclude: list[str],
+        reader_options: Mapping[str, int],
+        *,
+        saved: list[Position],
+        holder: Holder,
+        metrics: BridgeMetrics,
+        once: bool,
+        start_at_end: bool,
+        rotate_wait: float,
+        max_open_files: int,
+    ) -> None:
+        self.include, self.exclude = include, exclude
+        self.reader_options = dict(reader_options)
+        self.saved = saved
+        self.holder = holder
+        self.metrics = metrics
+        self.once = once
+        self.start_at_end = start_at_end and not once
+        self.rotate_wait = rotate_wait
+        self.max_open_files = max_open_files
+        self.files: dict[FileKey, Tracked] = {}
+        self.by_id: dict[int, Tracked] = {}
+        self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
+        self.next_id = 0
+        self.scans = 0
+        self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
+
+    # ---------------------------------------------------------------- discovery
+
+    def update(self, found: dict[FileKey, str]) -> None:
+        """Apply a glob scan: follow renames, open new files, run the state transitions."""
+        for key, tracked in self.files.items():
+            path = found.get(key)
+            tracked.live = path is not None
+            if path is not None and path != tracked.path:
+                self.metrics.lag.remove_path(tracked.path)
+                tracked.reader.rename(path)
+        self._open_new(found)
+        first = self.scans == 0
+        if first:
+            self._reopen_held()
+            self._recover_rotated()
+        pending = self.in_state(FileState.PENDING)
+        for tracked in pending:  # same inode, same content: resume, before any look-alike claims it
+            self._resume_by_inode(tracked)
+        for tracked in pending:
+            if tracked.state is FileState.PENDING:
+                self.classify(tracked)
+        if first and self.saved and not self.in_state(FileState.PENDING):
+            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
+            self.saved.clear()
+        for tracked in list(self.files.values()):
+            if tracked.state is FileState.PARKED:
+                self._check_parked(tracked)
+            tracked.reader.recheck = True
+        self._close_drained()
+        self.scans += 1
+
+    def in_state(self, state: FileState) -> list[Tracked]:
+        return [t for t in self.files.values() if t.state is state]
+
+    def _open(self, path: str, key: FileKey) -> Tracked | None:
+        if len(self.files) >= self.max_open_files:
+            self.metrics.errors.labels("open_files_limit").inc()
+            log.warning(
+                "not opening %s: %d files are open (max_open_files); rotated files that are deleted "
+                "before the bridge catches up will be lost",
+                path,
+                len(self.files),
+            )
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as exc:
+            self.metrics.errors.labels("open").inc()
+            log.warning("cannot open %s: %s", path, exc)
+            return None
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; the next scan sees it
+            os.close(fd)
+            return None
+        tracked = Tracked(self.next_id, FileReader(path, fd, *key, **self.reader_options), self.holder.hold(*key, path))
+        log.debug("opened %s (inode %d, %d bytes, held: %s)", path, key[1], st.st_size, tracked.held)
+        self.next_id += 1
+        self.files[key] = tracked
+        self.by_id[tracked.id] = tracked
+        return tracked
+
+    def _open_new(self, found: dict[FileKey, str]) -> list[Tracked]:
+        opened = (self._open(path, key) for key, path in found.items() if key not in self.files)
+        return [tracked for tracked in opened if tracked is not None]
+
+    def _reopen_held(self) -> None:
+        """Files an earlier run held with links: some may be gone from the globs, even deleted."""
+        for link in self.holder.held():
+            try:
+                st = os.stat(link)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if key in self.files:
+                self.files[key].held = link
+                continue
+            tracked = self._open(link, key)
+            if tracked is not None:  # a generation seen during an outage has no position yet: read it
+                tracked.live = False
+
+    def _recover_rotated(self) -> None:
+        """Saved files no glob matches any more were rotated while we were down: drain them."""
+        for saved in list(self.saved):
+            key = (saved.dev, saved.ino)
+            if key in self.files:
+                continue
+            path = find_in_folder(os.path.dirname(saved.path), key)
+            if path is None:
+                continue
+            tracked = self._open(path, key)
+            if tracked is None:
+                continue
+            if tracked.reader.head_fingerprint() != saved.fingerprint:
+                self.forget(tracked)  # the inode was reused by another file
+                continue
+            tracked.live = False
+            self.classify(tracked)
+            log.info("draining %s, rotated away from %s while the bridge was stopped", path, saved.path)
+
+    # ---------------------------------------------------------------- classification
+
+    def _identify(self, tracked: Tracked) -> bool:
+        """Learn the file's identity; False while its first line is still being written."""
+        if not tracked.reader.identify(allow_incomplete=self.once):
+            return False
+        if self.once:
+            tracked.reader.limit = os.fstat(tracked.reader.fd).st_size
+        return True
+
+    def _resume_by_inode(self, tracked: Tracked) -> None:
+        if self._identify(tracked):
+            saved = self._claim_saved(tracked, by_inode=True)
+            if saved is not None:
+                self._start(tracked, saved.offset, "its saved position")
+
+    def classify_grown(self) -> None:
+        """PENDING files whose first line may have been completed since the last look."""
+        for tracked in self.in_state(FileState.PENDING):
+            if os.fstat(tracked.reader.fd).st_size > len(tracked.reader.fp.head):
+                self.classify(tracked)
+
+    def classify(self, tracked: Tracked) -> None:
+        """Run the PENDING transitions for one file."""
+        if not self._identify(tracked):
+            return  # identity unknown, and nothing to emit yet
+        saved = self._claim_saved(tracked, by_inode=True)
+        if saved is not None:
+            self._start(tracked, saved.offset, "its saved position")
+            return
+        original = self._original_of(tracked)
+        if original is not None:
+            tracked.state, tracked.parked_on, tracked.parked_generation = (
+                FileState.PARKED,
+                original,
+                original.generation,
+            )
+            log.debug("%s (inode %d) parked as a copy of %s", tracked.path, tracked.reader.ino, original.path)
+            return
+        saved = self._claim_saved(tracked, by_inode=False)
+        if saved is not None:  # renamed or copied while we were not running
+            self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})")
+            return
+        reader = tracked.reader
+        at_end = self.start_at_end and self.scans == 0
+        self._start(tracked, reader.line_boundary_before(reader.current_size()) if at_end else 0, "a new file")
+
+    def _start(self, tracked: Tracked, offset: int, why: str) -> None:
+        tracked.activate(offset)
+        log.debug("%s (inode %d) starts at %d: %s", tracked.path, tracked.reader.ino, offset, why)
+
+    def _claim_saved(self, tracked: Tracked, by_inode: bool) -> Position | None:
+        for i, saved in enumerate(self.saved):
+            same_inode = (saved.dev, saved.ino) == tracked.key
+            if saved.fingerprint == tracked.reader.fp.hex and (same_inode or not by_inode):
+                del self.saved[i]
+                return saved
+        return None
+
+    def _original_of(self, tracked: Tracked) -> Tracked | None:
+        head = tracked.reader.fp.head
+        for other in self.files.values():
+            if (
+                other is not tracked
+                and other.state is FileState.ACTIVE
+                and other.reader.fp.complete
+                and other.reader.fp.head == head
+            ):
+                return other
+        return None
+
+    def _check_parked(self, copy: Tracked) -> None:
+        """A parked copy whose content departs from its original is a file of its own after all."""
+        original = copy.parked_on
+        if original is None or original.id not in self.by_id:
+            # the original was drained and closed: the copy supplies anything beyond it
+            copy.activate(original.reader.line_start() if original else 0)
+            return
+        if copy.reader.continues(original.reader) is False:
+            log.info(
+                "%s shares its first line with %s but not its content: reading it as a new file",
+                copy.path,
+                original.path,
+            )
+            copy.activate(0)
+
+    # ---------------------------------------------------------------- truncation
+
+    def truncated(self, tracked: Tracked, why: str, previous_size: int) -> Record | None:
+        """A read found ``tracked`` truncated (copytruncate): hand its unread lines over to its copy,
+        if one matches the globs, and start its new generation. Returns its last, partial line when
+        no copy exists (the start of a line is better than nothing)."""
+        self.metrics.rotations.labels("copytruncate").inc()
+        reader = tracked.reader
+        resume = reader.line_start()
+        copies = self._copies_of(tracked)
+        if not copies:  # truncated between scans: look again for a copy that just appeared
+            for new in self._open_new(find_files(self.include, self.exclude)):
+                self.classify(new)
+            copies = self._copies_of(tracked)
+        copy = max(copies, key=lambda f: f.reader.current_size()) if copies else None
+        for other in copies:  # earlier snapshots of the same content: the largest copy has their lines
+            if other is not copy:
+                self.forget(other)
+        last = None
+        if copy is not None:
+            log.info(
+                "%s was truncated (%s); %s supplies the lines from offset %d", tracked.path, why, copy.path, resume
+            )
+            # lines before ``resume`` may still be in the batch in flight: the copy is acknowledged only as
+            # far as the original was, and that batch's checkpoint is carried over to the copy on commit
+            copy.activate(resume, acked=reader.acked)
+            self.successors[(tracked.id, tracked.generation)] = copy
+        else:
+            last = reader.take_partial(advance=not self.once)
+            log.warning(
+                "%s was truncated (%s) and no copy of it matches the globs; lines written "
+                "after offset %d and before the truncation cannot be read",
+                tracked.path,
+                why,
+                resume,
+            )
+            self.metrics.unread.inc(max(0, previous_size - reader.read_offset))
+        tracked.generation += 1
+        reader.restart()
+        tracked.state = FileState.PENDING
+        self.classify(tracked)
+        return last
+
+    def _copies_of(self, original: Tracked) -> list[Tracked]:
+        return [f for f in self.files.values() if f.parked_on is original and f.state is FileState.PARKED]
+
+    # ---------------------------------------------------------------- acknowledgement and closing
+
+    def commit(self, checkpoint: Mapping[int, FileMark]) -> list[Position]:
+        """Every sink acknowledged the batch that carried ``checkpoint``; the positions to save."""
+        for fid, (generation, offset) in checkpoint.items():
+            tracked = self.by_id.get(fid)
+            if tracked is not None and tracked.generation != generation:
+                tracked = self.successors.pop((fid, generation), None)  # that content lives in its copy now
+            if tracked is not None and tracked.id in self.by_id and offset > tracked.reader.acked:
+                tracked.reader.acked = min(offset, tracked.reader.emitted)
+        entries = []
+        for tracked in self.in_state(FileState.ACTIVE):
+            reader = tracked.reader
+            entries.append(Position(reader.path, reader.dev, reader.ino, reader.fp.hex, reader.acked))
+            self.metrics.lag.set_path(reader.path, max(0, reader.size - reader.acked))
+        return entries + self.saved
+
+    def at_rest(self, tracked: Tracked) -> bool:
+        """A trailing partial line is final at the end of a --once read, or when its file was rotated
+        away and stayed idle (the writer moved on): emit it rather than lose it."""
+        if not tracked.reader.has_partial():
+            return False
+        return self.once or (not tracked.live and tracked.reader.idle_for() > self.rotate_wait)
+
+    def _close_drained(self) -> None:
+        for tracked in list(self.files.values()):
+            idle = tracked.reader.idle_for() > self.rotate_wait
+            if tracked.live or tracked.state is FileState.PENDING:
+                if not tracked.live and idle:
+                    self.forget(tracked)  # gone before its first line was complete
+                continue
+            if tracked.state is FileState.PARKED:
+                if idle and self._covered(tracked):
+                    self.forget(tracked)  # a copy that left the globs: its original has the lines
+            elif idle and tracked.reader.drained():
+                self.forget(tracked)  # a partial line left is emitted by the next poll, closed after its ack
+
+    def _covered(self, copy: Tracked) -> bool:
+        """Every line of a parked copy has been acknowledged from its original (same generation).
+
+        Until then the copy stays open even after it leaves the globs: the original may have been
+        truncated since, unseen while a sink was down, and the copy then holds the only lines."""
+        original = copy.parked_on
+        if original is None or original.id not in self.by_id:
+            return False  # _check_parked activates it instead
+        size = os.fstat(copy.reader.fd).st_size
+        return original.generation == copy.parked_generation and original.reader.acked >= size
+
+    def forget(self, tracked: Tracked, release: bool = True) -> None:
+        """Close a file we are done with; ``release`` also drops its hard link (not at shutdown:
+        the next run still needs what was not acknowledged)."""
+        reader = tracked.reader
+        self.closed_bytes += reader.read_offset
+        log.debug(
+            "closing %s (inode %d, %s, read %d, acked %d of %d, release %s)",
+            reader.path,
+            reader.ino,
+            tracked.state.value,
+            reader.read_offset,
+            reader.acked,
+            reader.size,
+            release,
+        )
+        reader.close()
+        if release:
+            self.holder.release(tracked.held)
+        self.successors = {k: v for k, v in self.successors.items() if v is not tracked and k[0] != tracked.id}
+        del self.files[tracked.key]
+        del self.by_id[tracked.id]
+        self.metrics.lag.remove_path(reader.path)
+        for other in self.files.values():
+            if other.parked_on is tracked:
+                self._check_parked(other)
+
+    def close_all(self) -> None:
+        """Shutdown: close every file, keeping the hard links of what is not acknowledged."""
+        for tracked in list(self.files.values()):
+            self.forget(tracked, release=False)
