@@ -51,6 +51,7 @@ BRIDGE_ROTATIONS = "obsbox_bridge_rotations_total"  # {kind}
 BRIDGE_UNREADABLE_BYTES = "obsbox_bridge_unreadable_bytes_total"
 BRIDGE_ERRORS = "obsbox_bridge_errors_total"  # {kind}
 BRIDGE_LAG = "obsbox_bridge_lag_bytes"  # gauge {path}
+BRIDGE_FILE_FORMAT = "obsbox_bridge_file_format"  # gauge {path, format}: 1 for the format a file is read as
 BRIDGE_SPANS_SKIPPED = "obsbox_bridge_spans_skipped_total"  # {reason}
 
 # ---------------------------------------------------------------- bridge metrics from logs
@@ -78,6 +79,30 @@ SLO_ALERT = "SLOErrorBudgetBurn"  # {slo, severity="page"|"ticket", long_window,
 BURN_THRESHOLDS = {"page": ((14.4, "1h", "5m"), (6.0, "6h", "30m")), "ticket": ((3.0, "1d", "2h"), (1.0, "3d", "6h"))}
 
 # ---------------------------------------------------------------- Grafana datasources and ports
+
+# Resource attributes that Loki's OTLP ingestion turns into index labels by default (its
+# ``default_resource_attributes_as_index_labels``), dots becoming underscores; every other attribute
+# becomes structured metadata. The Loki push sink labels streams the same way, so both paths agree.
+LOKI_INDEX_ATTRIBUTES = (
+    "service.name",
+    "service.namespace",
+    "service.instance.id",
+    "deployment.environment",
+    "deployment.environment.name",
+    "cloud.region",
+    "cloud.availability_zone",
+    "k8s.cluster.name",
+    "k8s.namespace.name",
+    "k8s.pod.name",
+    "k8s.container.name",
+    "container.name",
+    "k8s.replicaset.name",
+    "k8s.deployment.name",
+    "k8s.statefulset.name",
+    "k8s.daemonset.name",
+    "k8s.cronjob.name",
+    "k8s.job.name",
+)
 
 DATASOURCE_UIDS = {"prometheus": "obsbox-prometheus", "loki": "obsbox-loki", "tempo": "obsbox-tempo"}
 PORTS = {

@@ -97,7 +97,7 @@ def timestamp_ns(fields: dict[str, Any] | None) -> int | None:
         return None
     value = first(fields, TIME_KEYS)
     if isinstance(value, str):
-        return _iso_ns(value)
+        return iso_ns(value)
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         for scale in (1e9, 1e6, 1e3, 1.0):  # seconds, ms, µs or ns: the one that lands after 2001
             ns = value * scale
@@ -106,7 +106,8 @@ def timestamp_ns(fields: dict[str, Any] | None) -> int | None:
     return None
 
 
-def _iso_ns(text: str) -> int | None:
+def iso_ns(text: str) -> int | None:
+    """ISO 8601 / RFC 3339 text in Unix nanoseconds (None when it is not a time)."""
     # the common shape, 2026-11-30T12:00:00[.fraction]Z: parse the seconds once per second seen
     if len(text) >= 20 and text[19] in ".Z" and text[-1] == "Z" and text[10] == "T":
         seconds = _ZULU_SECONDS.get(text[:19])

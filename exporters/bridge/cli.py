@@ -35,6 +35,7 @@ EPILOG = textwrap.dedent("""\
       obsbox bridge old.log --once --to otlp:http://localhost:4318      # backfill, then exit 0
       obsbox bridge --config bridge.yaml                                # the YAML pipeline
       obsbox bridge app.log --correlation-key request_id --print-config # the YAML this CLI means
+      obsbox bridge '/var/log/pods/*/*/*.log' --to otlp:http://collector:4318  # a Kubernetes node
 
     Every line leaves with trace_id (32 hex) and span_id (16 hex): the line's own IDs in any legacy
     form (W3C, ECS, Serilog, .NET ActivityId/Request-Id, B3, Jaeger, X-Ray, Datadog, GCP), else
@@ -89,6 +90,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["beginning", "end"],
         default="beginning",
         help="where to start files found at start-up that have no saved position",
+    )
+    p.add_argument(
+        "--format",
+        choices=["auto", "json", "cri", "docker"],
+        default="auto",
+        help="how files wrap lines: auto (per file, from its first line and path; default), json (as they are), "
+        "cri (containerd, CRI-O), docker (json-file)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
@@ -147,6 +155,8 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         "max_line_bytes": args.max_line_bytes,
         "start_at": args.start_at,
     }
+    if args.format != "auto":
+        tail["format"] = args.format
     if args.no_positions:
         tail["save_positions"] = False
     else:

@@ -32,6 +32,24 @@ class LagGauge:
             self.gauge.remove(path)
 
 
+class FormatGauge:
+    """``obsbox_bridge_file_format{path, format}`` = 1: how each open file is read (json, cri, docker)."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self.gauge = gauge
+        self.formats: dict[str, str] = {}
+
+    def set_path(self, path: str, fmt: str) -> None:
+        self.remove_path(path)
+        self.gauge.labels(path, fmt).set(1)
+        self.formats[path] = fmt
+
+    def remove_path(self, path: str) -> None:
+        fmt = self.formats.pop(path, None)
+        if fmt is not None:
+            self.gauge.remove(path, fmt)
+
+
 class BridgeMetrics:
     def __init__(self, registry: CollectorRegistry | Telemetry | None = None) -> None:
         t = registry if isinstance(registry, Telemetry) else Telemetry(registry)
@@ -65,3 +83,6 @@ class BridgeMetrics:
         self.unread = t.counter(c.BRIDGE_UNREADABLE_BYTES, "Bytes lost to a copytruncate whose copy no glob matches.")
         self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
         self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))
+        self.file_format = FormatGauge(
+            t.gauge(c.BRIDGE_FILE_FORMAT, "1 for the format each open file is read as.", ["path", "format"])
+        )

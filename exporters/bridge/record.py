@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from obsbox.logfields import iso_ns, timestamp_ns
+
 Checkpoint = Mapping[Hashable, Any]
 """What a source saves once a batch is acknowledged; later entries supersede earlier ones per key."""
 C = TypeVar("C", bound=Checkpoint)
@@ -26,6 +28,7 @@ class Origin:
 
     path: str
     key: bytes
+    resource: tuple[tuple[str, str], ...] = ()  # resource attributes its path names (Kubernetes)
 
 
 class Record:
@@ -73,6 +76,14 @@ class Record:
         if self.injector is not None:
             self.out, self.injector = self.injector(self), None
         return self.raw if self.out is None else self.out
+
+    def time_ns(self) -> int | None:
+        """The line's own time, else the container runtime's (CRI, Docker), else None."""
+        own = timestamp_ns(self.fields)
+        if own is None and self.attributes is not None:
+            runtime = self.attributes.get("obsbox.runtime_time")
+            return iso_ns(runtime) if runtime else None
+        return own
 
     def text(self) -> str:
         """The original line as text for sinks whose wire format needs Unicode (Loki, OTLP).

@@ -21,13 +21,14 @@ from typing import Literal
 
 import orjson
 
-from obsbox import logfields
+from obsbox import conventions, logfields
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks.http import auth_headers, compress, env
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 PUSH_PATH = "/loki/api/v1/push"
+INDEXED = frozenset(conventions.LOKI_INDEX_ATTRIBUTES)
 DYNAMIC = ("service_name", "job", "level", "filename")
 
 
@@ -85,9 +86,15 @@ class LokiSink(NetworkSink):
 
     def labels(self, rec: Record) -> tuple[tuple[str, str], ...]:
         fields = rec.fields
-        service = self.config.service_name or logfields.service(fields) or "unknown_service"
+        resource = rec.origin.resource
+        service = (
+            self.config.service_name
+            or logfields.service(fields)
+            or dict(resource).get("service.name")
+            or "unknown_service"
+        )
         level = logfields.level_label(logfields.severity(fields)[0])
-        key = (service, level, rec.origin.path)
+        key = (service, level, rec.origin.path, resource)
         labels = self.label_sets.get(key)
         if labels is None:  # few distinct sets: build and sort each once
             if len(self.label_sets) > 10_000:
@@ -95,8 +102,13 @@ class LokiSink(NetworkSink):
             labels = self.label_sets[key] = self._label_set(*key)
         return labels
 
-    def _label_set(self, service: str, level: str, path: str) -> tuple[tuple[str, str], ...]:
+    def _label_set(
+        self, service: str, level: str, path: str, resource: tuple[tuple[str, str], ...]
+    ) -> tuple[tuple[str, str], ...]:
+        """Static labels, the file's resource attributes that Loki's OTLP ingestion indexes, and the
+        configured dynamic ones."""
         labels = dict(self.config.labels)
+        labels.update((name.replace(".", "_"), value) for name, value in resource if name in INDEXED)
         dynamic = {"service_name": service, "job": self.config.job, "level": level, "filename": path}
         labels.update((name, value) for name, value in dynamic.items() if name in self.dynamic)
         return tuple(sorted(labels.items()))
@@ -109,6 +121,9 @@ class LokiSink(NetworkSink):
             meta["obsbox_truncated"] = "true"
         if rec.attributes:
             meta.update((key.replace(".", "_"), value) for key, value in rec.attributes.items())
+        for key, value in rec.origin.resource:  # what Loki's OTLP ingestion would not index either
+            if key not in INDEXED:
+                meta[key.replace(".", "_")] = value
         fields = rec.fields
         if fields:
             for key in self.config.structured_metadata:
@@ -123,7 +138,7 @@ class LokiSink(NetworkSink):
         chunk: list[Record] = []
         size = 0
         for rec in records:
-            ts = logfields.timestamp_ns(rec.fields) or now
+            ts = rec.time_ns() or now
             streams.setdefault(self.labels(rec), []).append([str(ts), rec.text(), self.metadata(rec)])
             chunk.append(rec)
             size += len(rec.raw) + 200

@@ -31,6 +31,7 @@ from obsbox.exporters.bridge.sinks.http import Response, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 log = logging.getLogger(__name__)
+ResourceKey = tuple[str, tuple[tuple[str, str], ...]]  # (service.name, the file's resource attributes)
 LOGS_PATH = "/v1/logs"
 SCOPE_NAME = "obsbox.bridge"
 SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
@@ -87,14 +88,22 @@ class OtlpHttpSink(NetworkSink):
         url = self.config.endpoint.rstrip("/")
         return url if url.endswith(path) else url + path
 
-    def resource_attributes(self, service: str) -> dict[str, str]:
-        return {**self.resource_attrs, "service.name": service}
+    def resource_attributes(self, key: ResourceKey) -> dict[str, str]:
+        """The resource of a group: the configured attributes, the file's own (Kubernetes), service.name."""
+        service, from_file = key
+        return {**dict(from_file), **self.resource_attrs, "service.name": service}
 
-    def resource(self, service: str) -> Resource:
-        return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(service).items()])
+    def resource(self, key: ResourceKey) -> Resource:
+        return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(key).items()])
 
     def service_of(self, rec: Record) -> str:
-        return self.default_service or logfields.service(rec.fields) or "unknown_service"
+        """The configured service, else the line's own, else the one its path names, else unknown."""
+        return (
+            self.default_service
+            or logfields.service(rec.fields)
+            or dict(rec.origin.resource).get("service.name")
+            or "unknown_service"
+        )
 
     def encoded(self, body: bytes) -> tuple[bytes, dict[str, str]]:
         headers = dict(self.headers)
@@ -104,19 +113,19 @@ class OtlpHttpSink(NetworkSink):
         """What one record becomes (encoded LogRecords, Span messages); may be nothing."""
         raise NotImplementedError
 
-    def body(self, by_service: dict[str, list[Any]]) -> bytes:
-        """The serialized export request for items grouped by service."""
+    def body(self, by_service: dict[ResourceKey, list[Any]]) -> bytes:
+        """The serialized export request for items grouped by resource."""
         raise NotImplementedError
 
     def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
         now = time.time_ns()
-        by_service: dict[str, list[Any]] = {}
+        by_service: dict[ResourceKey, list[Any]] = {}
         chunk: list[Record] = []
         size = 0
         for rec in records:
             items = self.items(rec, now)
             if items:
-                by_service.setdefault(self.service_of(rec), []).extend(items)
+                by_service.setdefault((self.service_of(rec), rec.origin.resource), []).extend(items)
             chunk.append(rec)
             size += len(rec.raw) + 120
             if size >= self.config.max_request_bytes:
@@ -183,7 +192,7 @@ class OtlpSink(OtlpHttpSink):
         body = rec.raw if fields is not None else rec.text().encode()  # parsed JSON is valid UTF-8
         return [
             wire.log_record(
-                time_ns=logfields.timestamp_ns(fields) or 0,
+                time_ns=rec.time_ns() or 0,
                 observed=self.observed[1],
                 severity=self._severity(fields),
                 body=body,
@@ -193,14 +202,14 @@ class OtlpSink(OtlpHttpSink):
             )
         ]
 
-    def body(self, by_service: dict[str, list[bytes]]) -> bytes:
+    def body(self, by_service: dict[ResourceKey, list[bytes]]) -> bytes:
         return b"".join(
-            wire.resource_logs(self._resource_attributes(service), self.scope, records)
-            for service, records in by_service.items()
+            wire.resource_logs(self._resource_attributes(key), self.scope, records)
+            for key, records in by_service.items()
         )
 
-    def _resource_attributes(self, service: str) -> list[bytes]:
-        return [wire.string_kv(k, v) for k, v in self.resource_attributes(service).items()]
+    def _resource_attributes(self, key: ResourceKey) -> list[bytes]:
+        return [wire.string_kv(k, v) for k, v in self.resource_attributes(key).items()]
 
     def accepted(self, response: Response, records: list[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):

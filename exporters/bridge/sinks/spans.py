@@ -29,7 +29,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from obsbox import conventions, logfields
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.http import Response
-from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, string_attr
+from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, ResourceKey, string_attr
 from obsbox.logfields import lookup, number
 from obsbox.logrules import stage_name
 
@@ -91,7 +91,7 @@ class SpansSink(OtlpHttpSink):
         if duration_ms is None or duration_ms < 0:
             self.skipped.labels("no_duration").inc()
             return []
-        stamp = logfields.timestamp_ns(fields)
+        stamp = rec.time_ns()
         if stamp is None:
             self.skipped.labels("no_timestamp").inc()
             return []
@@ -162,11 +162,11 @@ class SpansSink(OtlpHttpSink):
             cursor = end
         return children
 
-    def body(self, by_service: dict[str, list[Span]]) -> bytes:
+    def body(self, by_service: dict[ResourceKey, list[Span]]) -> bytes:
         request = ExportTraceServiceRequest()
-        for service, spans in by_service.items():
+        for key, spans in by_service.items():
             scope_spans = [ScopeSpans(scope=SCOPE, spans=spans)]
-            request.resource_spans.append(ResourceSpans(resource=self.resource(service), scope_spans=scope_spans))
+            request.resource_spans.append(ResourceSpans(resource=self.resource(key), scope_spans=scope_spans))
         return request.SerializeToString()
 
     def accepted(self, response: Response, records: list[Record]) -> None:

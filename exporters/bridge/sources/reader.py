@@ -18,11 +18,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 from obsbox.exporters.bridge.record import Origin, Record
+from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, read_fingerprint
 
 SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
+BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, which .NET writers put at the start of a file
 
 
 @dataclass(slots=True)
@@ -50,6 +53,8 @@ class FileReader:
         max_line_bytes: int,
         read_chunk_bytes: int,
         fingerprint_bytes: int,
+        format: Literal["auto", "json", "cri", "docker"] = "auto",
+        kubernetes_metadata: bool = True,
     ) -> None:
         self.path, self.fd, self.dev, self.ino = path, fd, dev, ino
         self.max_line_bytes = max_line_bytes
@@ -67,6 +72,10 @@ class FileReader:
         self.last_growth = time.monotonic()
         self.sample: tuple[int, bytes] = (0, b"")  # (end offset, bytes before it) of the last read
         self.recheck = False  # verify the first line at the next read, even if the file did not grow
+        self.format_option = format
+        self.format: Format = "json"
+        self.joiner: Joiner | None = None  # unwraps CRI / Docker entries, joining partials
+        self.resource = kubernetes_resource(path) if kubernetes_metadata else ()
 
     # ---------------------------------------------------------------- identity and position
 
@@ -76,7 +85,9 @@ class FileReader:
         if not fp.complete and not allow_incomplete:
             return False
         self.fp = fp
-        self.origin = Origin(self.path, fp.digest)
+        self.origin = Origin(self.path, fp.digest, self.resource)
+        self.format = detect_format(self.path, fp.head) if self.format_option == "auto" else self.format_option
+        self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
 
     def head_fingerprint(self) -> str:
@@ -85,13 +96,15 @@ class FileReader:
 
     def rename(self, path: str) -> None:
         self.path = path
-        self.origin = Origin(path, self.origin.key)
+        self.origin = Origin(path, self.origin.key, self.origin.resource)
 
     def start_at(self, offset: int, acked: int | None = None) -> None:
         """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
         self.read_offset = self.emitted = offset
         self.acked = offset if acked is None else acked
         self.partial, self.skipping = b"", None
+        if self.joiner is not None:
+            self.joiner.reset()
 
     def restart(self) -> None:
         """The file was truncated: its content starts again from 0."""
@@ -99,10 +112,10 @@ class FileReader:
         self.sample = (0, b"")
 
     def line_start(self) -> int:
-        """Offset of the first byte not yet part of an emitted line."""
-        if self.skipping is not None:
-            return self.skipping.offset
-        return self.read_offset - len(self.partial)
+        """Offset of the first byte not yet part of an emitted line (or of a join still open)."""
+        start = self.skipping.offset if self.skipping is not None else self.read_offset - len(self.partial)
+        joined = self.joiner.pending_start() if self.joiner is not None else None
+        return start if joined is None else min(start, joined)
 
     def line_boundary_before(self, offset: int) -> int:
         """The start of the line that holds ``offset`` (looking back at most ``max_line_bytes``)."""
@@ -120,7 +133,7 @@ class FileReader:
         return time.monotonic() - self.last_growth
 
     def has_partial(self) -> bool:
-        return bool(self.partial) or self.skipping is not None
+        return bool(self.partial) or self.skipping is not None or bool(self.joiner and self.joiner.open)
 
     def drained(self) -> bool:
         """Everything written so far was read and acknowledged, and no partial line waits."""
@@ -171,7 +184,10 @@ class FileReader:
         tail = (previous + data[-SAMPLE:])[-SAMPLE:] if sample_end == start else data[-SAMPLE:]
         self.sample = (self.read_offset, tail)
         result.bytes_read = len(data)
-        result.overlong = self._split(data, out, room)
+        if self.joiner is None:
+            result.overlong = self._split(data, out, room)
+        else:
+            result.overlong = self._split_entries(data, out, room)
         return result
 
     def _split(self, data: bytes, out: list[Record], room: int) -> int:
@@ -199,6 +215,10 @@ class FileReader:
         partial = parts.pop()
         origin = self.origin
         pos = base
+        if base == 0 and parts and parts[0].startswith(BOM):  # kept in the file's bytes, not in the line
+            out.append(Record(parts[0][3:][:max_line], origin, 0, truncated=len(parts[0]) - 3 > max_line))
+            overlong += len(parts[0]) - 3 > max_line
+            pos, room, parts = len(parts[0]) + 1, room - 1, parts[1:]
         for taken, line in enumerate(parts):
             if taken == room:  # batch full: give the rest back, to be read again next poll
                 self.read_offset = pos
@@ -218,16 +238,58 @@ class FileReader:
         self.partial = partial
         return overlong
 
-    def take_partial(self, advance: bool = True) -> Record | None:
-        """The trailing line that will never get its newline (the writer moved on), as a record.
+    def _split_entries(self, data: bytes, out: list[Record], room: int) -> int:
+        """Cut ``data`` into container runtime entries and let the joiner unwrap them. ``emitted`` stays
+        at the first entry of a join still open, so a saved position never falls inside one."""
+        joiner = self.joiner
+        assert joiner is not None
+        if self.skipping is not None:  # inside an entry longer than any runtime writes: skip to its end
+            newline = data.find(b"\n")
+            if newline < 0:
+                return 0
+            out.append(self.skipping)
+            room -= 1
+            self.skipping = None
+            base = self.read_offset - len(data) + newline + 1
+            data = data[newline + 1 :]
+        else:
+            base = self.read_offset - len(data) - len(self.partial)
+            if self.partial:
+                data = self.partial + data
+        parts = data.split(b"\n")
+        partial = parts.pop()
+        origin = self.origin
+        pos = base
+        before = len(out)
+        for line in parts:
+            if len(out) - before >= room:  # batch full: give the rest back, to be read again next poll
+                partial = b""
+                self.read_offset = pos
+                break
+            joiner.feed(line, pos, origin, out)
+            pos += len(line) + 1
+        open_at = joiner.pending_start()
+        self.emitted = pos if open_at is None else min(pos, open_at)
+        if len(partial) > self.max_line_bytes * 2:  # an entry that never ends: keep its start, flagged
+            self.skipping = Record(partial[: self.max_line_bytes], origin, pos, truncated=True)
+            partial = b""
+        self.partial = partial
+        return sum(1 for rec in out[before:] if rec.truncated)
 
-        ``advance=False`` (--once) leaves ``emitted`` before it, so a later run completes the line."""
-        record = None
+    def take_partial(self, advance: bool = True) -> list[Record]:
+        """The lines that will never be completed (the writer moved on, or a bounded read ended):
+        a trailing line without its newline, and container joins still open.
+
+        ``advance=False`` (--once) leaves ``emitted`` before them, so a later run completes them."""
+        records: list[Record] = []
+        if self.joiner is not None:
+            self.joiner.flush(self.origin, records)
         if self.skipping is not None:
-            record, self.skipping = self.skipping, None
+            records.append(self.skipping)
+            self.skipping = None
         elif self.partial:
-            record = Record(self.partial, self.origin, self.read_offset - len(self.partial))
+            records.append(Record(self.partial, self.origin, self.read_offset - len(self.partial)))
         self.partial = b""
         if advance:
             self.emitted = self.read_offset
-        return record
+        return records

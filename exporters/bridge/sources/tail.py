@@ -62,6 +62,8 @@ class TailConfig:
     positions: Path | None = None
     save_positions: bool = True
     start_at: Literal["beginning", "end"] = "beginning"
+    format: Literal["auto", "json", "cri", "docker"] = "auto"  # auto: per file, from its first line and path
+    kubernetes_metadata: bool = True  # k8s.* resource attributes from kubelet's log paths
     max_line_bytes: int = 1024 * 1024
     read_chunk_bytes: int = 1024 * 1024
     scan_interval: float = 1.0
@@ -98,6 +100,8 @@ class TailSource(Source[TailCheckpoint]):
                 "max_line_bytes": config.max_line_bytes,
                 "read_chunk_bytes": config.read_chunk_bytes,
                 "fingerprint_bytes": config.fingerprint_bytes,
+                "format": config.format,
+                "kubernetes_metadata": config.kubernetes_metadata,
             },
             saved=self.positions.load(),
             holder=Holder(positions_path.with_suffix(".held") if holding else None),
@@ -174,15 +178,14 @@ class TailSource(Source[TailCheckpoint]):
         seen = tracked.reader.read(out, room, byte_room, verify_head=not self.once)
         if seen.overlong:
             self.metrics.truncated.inc(seen.overlong)
-        last = None
+        last: list[Record] = []
         if seen.truncated is not None:
             last = self.tracker.truncated(tracked, seen.truncated, seen.previous_size)
         elif not seen.grew and self.tracker.at_rest(tracked):
             last = tracked.reader.take_partial(advance=not self.once)
-        if last is not None:
-            out.append(last)
-            if last.truncated:
-                self.metrics.truncated.inc()
+        if last:
+            out.extend(last)
+            self.metrics.truncated.inc(sum(1 for rec in last if rec.truncated))
         return seen.bytes_read
 
     def commit(self, checkpoint: TailCheckpoint) -> None:

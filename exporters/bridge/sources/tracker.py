@@ -43,6 +43,7 @@ import enum
 import logging
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Record
@@ -105,7 +106,7 @@ class Tracker:
         self,
         include: list[str],
         exclude: list[str],
-        reader_options: Mapping[str, int],
+        reader_options: Mapping[str, Any],
         *,
         saved: list[Position],
         holder: Holder,
@@ -140,7 +141,10 @@ class Tracker:
             tracked.live = path is not None
             if path is not None and path != tracked.path:
                 self.metrics.lag.remove_path(tracked.path)
+                self.metrics.file_format.remove_path(tracked.path)
                 tracked.reader.rename(path)
+                if tracked.state is not FileState.PENDING:
+                    self.metrics.file_format.set_path(path, tracked.reader.format)
         self._open_new(found)
         first = self.scans == 0
         if first:
@@ -236,6 +240,7 @@ class Tracker:
         """Learn the file's identity; False while its first line is still being written."""
         if not tracked.reader.identify(allow_incomplete=self.once):
             return False
+        self.metrics.file_format.set_path(tracked.path, tracked.reader.format)
         if self.once:
             tracked.reader.limit = os.fstat(tracked.reader.fd).st_size
         return True
@@ -318,9 +323,9 @@ class Tracker:
 
     # ---------------------------------------------------------------- truncation
 
-    def truncated(self, tracked: Tracked, why: str, previous_size: int) -> Record | None:
+    def truncated(self, tracked: Tracked, why: str, previous_size: int) -> list[Record]:
         """A read found ``tracked`` truncated (copytruncate): hand its unread lines over to its copy,
-        if one matches the globs, and start its new generation. Returns its last, partial line when
+        if one matches the globs, and start its new generation. Returns its last, partial lines when
         no copy exists (the start of a line is better than nothing)."""
         self.metrics.rotations.labels("copytruncate").inc()
         reader = tracked.reader
@@ -334,7 +339,7 @@ class Tracker:
         for other in copies:  # earlier snapshots of the same content: the largest copy has their lines
             if other is not copy:
                 self.forget(other)
-        last = None
+        last: list[Record] = []
         if copy is not None:
             log.info(
                 "%s was truncated (%s); %s supplies the lines from offset %d", tracked.path, why, copy.path, resume
@@ -432,6 +437,7 @@ class Tracker:
         del self.files[tracked.key]
         del self.by_id[tracked.id]
         self.metrics.lag.remove_path(reader.path)
+        self.metrics.file_format.remove_path(reader.path)
         for other in self.files.values():
             if other.parked_on is tracked:
                 self._check_parked(other)

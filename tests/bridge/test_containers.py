@@ -1,0 +1,245 @@
+"""Container runtime log files: CRI (containerd, CRI-O) and Docker json-file, through the real tail
+source, processors and sinks, on lines the runtimes and their parsers' own tests write.
+
+Sources of the runtime lines:
+- K8S: kubernetes/kubernetes ``pkg/kubelet/kuberuntime/logs/logs_test.go`` (``TestParseLog``), the
+  lines kubelet's ``parseCRILog`` / ``parseDockerJSONLog`` are tested on.
+- OTELCOL: open-telemetry/opentelemetry-collector-contrib ``pkg/stanza/docs/operators/container.md``,
+  the ``container`` parser's examples (its path, and the split "multiline containerd line").
+- DOCKER: moby/moby ``daemon/logger/jsonfilelog`` writes ``{"log":...,"stream":...,"time":...}`` and
+  splits lines longer than 16 KiB into entries whose ``log`` lacks the trailing newline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import orjson
+import pytest
+
+from obsbox.exporters.bridge.record import Origin
+from obsbox.exporters.bridge.sources.containers import Joiner, detect_format, kubernetes_resource
+from obsbox.local.receiver import Receiver
+from tests.bridge.harness import Running
+
+K8S_CRI_STDOUT = b"2016-10-20T18:39:20.57606443Z stdout F cri stdout test log"
+K8S_CRI_STDERR = b"2016-10-20T18:39:20.57606443Z stderr F cri stderr test log"
+K8S_CRI_TAGS = b"2016-10-20T18:39:20.57606443Z stdout F:tag1:tag2 cri stdout test log"
+K8S_DOCKER_STDOUT = b'{"log":"docker stdout test log","stream":"stdout","time":"2016-10-20T18:39:20.57606443Z"}'
+OTELCOL_PARTS = (
+    b"2023-06-22T10:27:25.813799277Z stdout P multiline containerd line that i",
+    b"2023-06-22T10:27:25.813799277Z stdout F s super awesomne",
+)
+OTELCOL_POD = "some_kube-controller-kind-control-plane_49cc7c1fd3702c40b2686ea7486091d6"
+TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+APP_LINE = orjson.dumps({"level": "info", "msg": "served", "traceparent": f"00-{TRACE}-{SPAN}-01"})
+ORIGIN = Origin("/var/log/pods/x/y/0.log", b"\x01" * 16)
+
+
+def pod_log(tmp_path, container: str = "kube-controller", restart: int = 1):
+    folder = tmp_path / "var" / "log" / "pods" / OTELCOL_POD / container
+    folder.mkdir(parents=True)
+    return folder / f"{restart}.log"
+
+
+def cri(content: bytes, tag: str = "F", stream: str = "stdout", time_: str = "2026-11-30T12:00:00.123456789Z") -> bytes:
+    return f"{time_} {stream} {tag} ".encode() + content + b"\n"
+
+
+def docker(text: str, stream: str = "stdout") -> bytes:
+    return orjson.dumps({"log": text, "stream": stream, "time": "2026-11-30T12:00:00.5Z"}) + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (K8S_CRI_STDOUT, "cri"),
+        (K8S_CRI_TAGS, "cri"),
+        (K8S_DOCKER_STDOUT, "docker"),
+        (OTELCOL_PARTS[0], "cri"),
+        (APP_LINE, "json"),
+        (b"plain text", "json"),
+    ],
+)
+def test_the_format_is_detected_from_the_first_line(line, expected):
+    assert detect_format("/srv/app.log", line + b"\n") == expected
+
+
+def test_kubelet_lines_unwrap_as_kubelet_parses_them():
+    joiner, out = Joiner("cri", 1 << 20), []
+    for offset, line in enumerate((K8S_CRI_STDOUT, K8S_CRI_STDERR, K8S_CRI_TAGS)):
+        joiner.feed(line, offset * 100, ORIGIN, out)
+    assert [r.raw for r in out] == [b"cri stdout test log", b"cri stderr test log", b"cri stdout test log"]
+    assert [r.attributes["log.iostream"] for r in out] == ["stdout", "stderr", "stdout"]
+    assert out[0].attributes["obsbox.runtime_time"] == "2016-10-20T18:39:20.57606443Z"
+    assert out[0].time_ns() == 1476988760_576064430, "the runtime's time when the line has none"
+    docker_joiner, docker_out = Joiner("docker", 1 << 20), []
+    docker_joiner.feed(K8S_DOCKER_STDOUT, 0, ORIGIN, docker_out)
+    # kubelet's test line has no newline in its "log", which Docker writes only for a partial: it stays
+    # open until an entry completes it, and ``flush`` (the writer moved on) emits it as it stands
+    assert docker_out == [] and docker_joiner.pending_start() == 0
+    docker_joiner.flush(ORIGIN, docker_out)
+    assert [r.raw for r in docker_out] == [b"docker stdout test log"]
+    assert docker_out[0].attributes == {
+        "log.iostream": "stdout",
+        "obsbox.runtime_time": "2016-10-20T18:39:20.57606443Z",
+    }
+
+
+def test_the_collectors_split_containerd_line_is_joined_with_the_offset_of_its_first_entry():
+    joiner, out = Joiner("cri", 1 << 20), []
+    joiner.feed(OTELCOL_PARTS[0], 0, ORIGIN, out)
+    assert out == [] and joiner.pending_start() == 0
+    joiner.feed(OTELCOL_PARTS[1], len(OTELCOL_PARTS[0]) + 1, ORIGIN, out)
+    (joined,) = out
+    # container.md prints the output as "... that is super awesome"; the input's two bodies concatenate
+    # to "awesomne" (the document's typo), and the concatenation is what a join must give
+    assert joined.raw == b"multiline containerd line that is super awesomne" and joined.offset == 0
+    assert joiner.pending_start() is None
+
+
+def test_kubernetes_metadata_comes_from_kubelets_paths():
+    pods = dict(kubernetes_resource(f"/var/log/pods/{OTELCOL_POD}/kube-controller/1.log"))
+    assert pods == {  # the attributes container.md lists for this path
+        "k8s.namespace.name": "some",
+        "k8s.pod.name": "kube-controller-kind-control-plane",
+        "k8s.pod.uid": "49cc7c1fd3702c40b2686ea7486091d6",
+        "k8s.container.name": "kube-controller",
+        "k8s.container.restart_count": "1",
+        "service.name": "kube-controller",
+    }
+    cid = "a" * 64
+    containers = dict(kubernetes_resource(f"/var/log/containers/gateway-7d9f_prod_server-{cid}.log"))
+    assert containers["container.id"] == cid and containers["k8s.container.name"] == "server"
+    assert containers["k8s.pod.name"] == "gateway-7d9f" and containers["k8s.namespace.name"] == "prod"
+    assert kubernetes_resource("/srv/logs/app.log") == ()
+
+
+def test_a_pod_log_ships_the_apps_own_line_with_its_ids_joined_and_with_kubernetes_attributes(tmp_path):
+    log = pod_log(tmp_path)
+    half = len(APP_LINE) // 2
+    log.write_bytes(
+        cri(b'{"level": "warn", "msg": "first"}')
+        + cri(APP_LINE[:half], "P")
+        + cri(b"to stderr", stream="stderr")
+        + cri(APP_LINE[half:], "F")
+        + cri(b"plain text from the app")
+    )
+    out = tmp_path / "out.jsonl"
+    rx = Receiver().start()
+    try:
+        running = Running(
+            [str(tmp_path / "var/log/pods/*/*/*.log")],
+            tmp_path / "state",
+            once=True,
+            sinks={"file": {"path": str(out)}, "otlp": {"endpoint": rx.url}, "loki": {"url": rx.url}},
+            processors=["parse", "trace"],
+        )
+        running.thread.join(30)
+        assert not running.thread.is_alive()
+        written = out.read_bytes().splitlines()
+        assert len(written) == 4
+        app = orjson.loads(written[2])
+        assert (app["trace_id"], app["span_id"]) == (TRACE, SPAN), "the app's own IDs, not derived ones"
+        assert app["msg"] == "served" and "stream" not in app, "the app's line, not the runtime's wrapper"
+        assert written[1].startswith(b"to stderr") and written[3] == b"plain text from the app"
+        resource, record = next((r, rec) for r, rec in rx.log_records if rec.trace_id.hex() == TRACE)
+        assert record.body.string_value == APP_LINE.decode()
+        assert resource["k8s.pod.name"] == "kube-controller-kind-control-plane"
+        assert resource["k8s.container.restart_count"] == "1" and resource["service.name"] == "kube-controller"
+        attributes = {kv.key: kv.value.string_value for kv in record.attributes}
+        assert attributes["log.iostream"] == "stdout" and attributes["obsbox.runtime_time"].startswith("2026-11-30T")
+        loki = next(e for e in rx.loki if e.metadata["trace_id"] == TRACE)
+        assert loki.labels["k8s_namespace_name"] == "some" and loki.labels["k8s_pod_name"].startswith("kube-")
+        assert "k8s_pod_uid" not in loki.labels and loki.metadata["k8s_pod_uid"] == "49cc7c1fd3702c40b2686ea7486091d6"
+        assert loki.labels["service_name"] == "kube-controller"
+    finally:
+        rx.stop()
+
+
+def test_docker_json_file_lines_split_at_16_kib_are_joined(tmp_path):
+    log = tmp_path / "var/lib/docker/containers/abc/abc-json.log"
+    log.parent.mkdir(parents=True)
+    big = orjson.dumps({"msg": "x" * 40_000, "trace_id": TRACE, "span_id": SPAN}).decode()
+    chunks = [big[i : i + 16384] for i in range(0, len(big), 16384)]
+    log.write_bytes(
+        b"".join(docker(c) for c in chunks[:-1]) + docker(chunks[-1] + "\n") + docker("after\n", stream="stderr")
+    )
+    out = tmp_path / "out.jsonl"
+    running = Running([str(log)], tmp_path / "state", once=True, sinks={"file": {"path": str(out)}})
+    running.thread.join(30)
+    first, second = out.read_bytes().splitlines()
+    joined = orjson.loads(first)
+    assert joined["msg"] == "x" * 40_000 and (joined["trace_id"], joined["span_id"]) == (TRACE, SPAN)
+    assert second.startswith(b"after")
+
+
+def test_a_utf8_bom_at_the_start_of_a_file_is_not_part_of_the_first_line(tmp_path):
+    log = tmp_path / "dotnet.json"  # System.Text.Encoding.UTF8 writes a BOM; so do .NET's file loggers
+    log.write_bytes(b"\xef\xbb\xbf" + APP_LINE + b"\n" + APP_LINE + b"\n")
+    out = tmp_path / "out.jsonl"
+    running = Running([str(log)], tmp_path / "state", once=True, sinks={"file": {"path": str(out)}})
+    running.thread.join(30)
+    first, second = (orjson.loads(line) for line in out.read_bytes().splitlines())
+    assert first["trace_id"] == second["trace_id"] == TRACE and first["msg"] == "served"
+
+
+def test_the_format_each_file_is_read_as_is_in_the_metrics(tmp_path):
+    log = pod_log(tmp_path)
+    log.write_bytes(cri(APP_LINE))
+    plain = tmp_path / "plain.json"
+    plain.write_bytes(APP_LINE + b"\n")
+    running = Running([str(log), str(plain)], tmp_path / "state")
+    try:
+        running.wait_for(2, timeout=10)
+        registry = running.bridge.metrics.registry
+        assert registry.get_sample_value("obsbox_bridge_file_format", {"path": str(log), "format": "cri"}) == 1
+        assert registry.get_sample_value("obsbox_bridge_file_format", {"path": str(plain), "format": "json"}) == 1
+    finally:
+        running.stop()
+
+
+def test_the_format_can_be_forced(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(cri(b"looks like CRI but is the app's own text"))
+    running = Running([str(log)], tmp_path / "state", once=True, format="json")
+    running.thread.join(30)
+    (record,) = running.sink.records()
+    assert record.raw.startswith(b"2026-11-30T12:00:00"), "format: json keeps the line as it is"
+
+
+def test_kill_9_in_the_middle_of_a_partial_sequence_loses_and_duplicates_nothing(tmp_path):
+    """The bridge acknowledges every complete line before the partials, is killed while the join is
+    open, and the rest of the line is written while it is down: the line comes out once, whole."""
+    log = pod_log(tmp_path)
+    out, positions = tmp_path / "out.jsonl", tmp_path / "positions.json"
+    complete = [orjson.dumps({"seq": i}) for i in range(3)]
+    log.write_bytes(b"".join(cri(line) for line in complete) + cri(APP_LINE[:20], "P") + cri(APP_LINE[20:40], "P"))
+    args = [str(log), "--to", f"file:{out}", "--positions", str(positions), "--state-dir", str(tmp_path / "s")]
+    bridge = subprocess.Popen([sys.executable, "-m", "obsbox", "bridge", *args], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (
+            positions.exists() and out.exists() and out.read_bytes().count(b"\n") == 3
+        ):
+            time.sleep(0.05)
+        time.sleep(0.3)  # let it poll the open join a few times
+        saved = orjson.loads(positions.read_bytes())["files"][0]["offset"]
+        assert saved == sum(len(cri(line)) for line in complete), "the saved position is where the join starts"
+    finally:
+        bridge.send_signal(signal.SIGKILL)
+        bridge.wait(10)
+    with open(log, "ab") as fh:
+        fh.write(cri(APP_LINE[40:], "F") + cri(b'{"seq": 3}'))
+    finished = subprocess.run(
+        [sys.executable, "-m", "obsbox", "bridge", *args, "--once"], capture_output=True, timeout=60, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    lines = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [line.get("seq") for line in lines] == [0, 1, 2, None, 3]
+    assert lines[3]["msg"] == "served" and lines[3]["trace_id"] == TRACE
+    assert os.path.getsize(positions) > 0
