@@ -13,6 +13,7 @@ from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import Attempt
 from obsbox.exporters.bridge.sinks.http import HttpEndpoint, Response, post_attempt
+from obsbox.exporters.bridge.sinks.rejections import refused
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,16 @@ class NetworkSink(Sink):
     def export(self, records: list[Record]) -> ExportResult:
         metrics, name = self.context.metrics, self.context.name
         for body, headers, chunk in self.requests(records):
+            last: list[Response | None] = [None]
 
-            def send(body: bytes = body, headers: dict[str, str] = headers, chunk: list[Record] = chunk) -> Attempt:
+            def send(
+                body: bytes = body,
+                headers: dict[str, str] = headers,
+                chunk: list[Record] = chunk,
+                last: list[Response | None] = last,
+            ) -> Attempt:
                 attempt, response = post_attempt(self.endpoint, body, headers, self.retryable)
+                last[0] = response
                 if attempt.kind == "ok" and response is not None:
                     self.accepted(response, chunk)
                 return attempt
@@ -55,18 +63,28 @@ class NetworkSink(Sink):
             outcome = self.retry.run(send, self.context.abort, retried)
             if outcome is None:
                 return ExportResult.FAILURE
-            if outcome.kind != "ok":
-                reason = outcome.reason if outcome.kind == "reject" else f"gave up retrying: {outcome.reason}"
-                self.dead_letter.write(name, chunk, reason, outcome.status)
-                metrics.dead_letters.labels(name).inc(len(chunk))
-                log.error(
-                    "%s rejected %d records (%s); written to %s",
-                    name,
-                    len(chunk),
-                    reason,
-                    self.dead_letter.path,
-                )
+            if outcome.kind == "reject":
+                message = last[0].body.decode("utf-8", "replace") if last[0] is not None else outcome.reason
+                self.refuse(chunk, message, outcome.reason, outcome.status)
+            elif outcome.kind == "retry":
+                self.refuse(chunk, None, f"gave up retrying: {outcome.reason}", outcome.status)
         return ExportResult.SUCCESS
+
+    def refuse(self, chunk: list[Record], message: str | None, reason: str, status: int | None) -> None:
+        """Dead-letter what the receiver refused: the records its ``message`` names (Loki keeps the
+        rest of a request; see ``rejections``), else every record of the request, with the reason."""
+        name = self.context.name
+        named = refused(message, chunk) if message else None
+        if named is None:
+            records, why = chunk, reason
+        else:
+            records, why = named, f"{reason} ({len(named)} of {len(chunk)} refused; the rest were accepted)"
+        if not records:
+            log.warning("%s: %s; none of its %d records matched what it refused", name, reason, len(chunk))
+            return
+        self.dead_letter.write(name, records, why, status)
+        self.context.metrics.dead_letters.labels(name).inc(len(records))
+        log.error("%s refused %d records (%s); written to %s", name, len(records), why, self.dead_letter.path)
 
     def shutdown(self) -> None:
         self.endpoint.close()

@@ -29,6 +29,7 @@ from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
 from obsbox.exporters.bridge.sinks.http import Response, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
+from obsbox.exporters.bridge.sinks.rejections import refused
 
 log = logging.getLogger(__name__)
 ResourceKey = tuple[str, tuple[tuple[str, str], ...]]  # (service.name, the file's resource attributes)
@@ -136,12 +137,22 @@ class OtlpHttpSink(NetworkSink):
             yield *self.encoded(self.body(by_service)), chunk
 
     def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
-        """Partial success: the receiver took the request but refused ``rejected`` items."""
-        if rejected:
-            self.context.metrics.dead_letters.labels(self.context.name).inc(rejected)
-            reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
-            self.dead_letter.write(self.context.name, [], reason, status)
-            log.warning("%s: %s", self.context.name, reason)
+        """Partial success: the receiver took the request but refused ``rejected`` items. Which ones,
+        OTLP does not say; unless ``message`` names them (Loki's wording), every record of the
+        request goes to the dead-letter file, marked as possibly refused: a duplicate, never a loss."""
+        if not rejected:
+            return
+        reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
+        named = refused(message, records)
+        if named is None:
+            self.dead_letter.write(
+                self.context.name, records, f"{reason} (which ones was not said: all kept here)", status
+            )
+            self.context.metrics.dead_letters.labels(self.context.name).inc(len(records))
+        elif named:
+            self.dead_letter.write(self.context.name, named, reason, status)
+            self.context.metrics.dead_letters.labels(self.context.name).inc(len(named))
+        log.warning("%s: %s", self.context.name, reason)
 
 
 class OtlpSink(OtlpHttpSink):
