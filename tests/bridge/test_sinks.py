@@ -164,17 +164,19 @@ def test_loki_push_decodes_with_structured_metadata_and_few_labels(receiver, tmp
     assert headers["authorization"] == "Basic dTpw"
     by_line = {e.line: e for e in receiver.loki}
     first = by_line[LINES[0].decode()]
-    assert first.labels == {
-        "env": "test",
-        "filename": "/var/log/app.json",
-        "job": "obsbox",
-        "level": "warn",
-        "service_name": "gateway",
+    # the labels and metadata Loki's OTLP ingestion gives the same line (compose/README.md's convention)
+    assert first.labels == {"env": "test", "service_name": "gateway"}
+    assert first.metadata == {
+        "trace_id": T32,
+        "span_id": S16,
+        "severity_text": "Warning",
+        "severity_number": "13",
+        "log_file_path": "/var/log/app.json",
+        "log_file_name": "app.json",
     }
-    assert first.metadata == {"trace_id": T32, "span_id": S16}
     assert first.timestamp_ns == 1796040000_123456789
     text = by_line["plain text, not json"]
-    assert text.metadata["obsbox_parse_error"] == "invalid_json" and text.labels["level"] == "unknown"
+    assert text.metadata["obsbox_parse_error"] == "invalid_json" and "severity_text" not in text.metadata
     assert by_line['{"broken utf8": "\ufffd\ufffd"}'].metadata["obsbox_parse_error"] == "invalid_utf8"
     assert all("trace_id" not in e.labels for e in receiver.loki)
 
@@ -238,6 +240,7 @@ def test_spans_from_a_request_record_form_a_waterfall(receiver, tmp_path):
     assert receiver.requests[-1][0] == "/v1/traces"
     spans = [span for _, span in receiver.spans]
     assert receiver.spans[0][0]["service.name"] == "legacy-api"
+    assert receiver.spans[0][0]["obsbox.span.source"] == "logs", "kept apart from the SDK's spans in span metrics"
     root, *children = spans
     assert root.trace_id.hex() == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"
     assert root.span_id.hex() == recs[0].span_id and root.parent_span_id.hex() == "53995c3f42cd8ad8"

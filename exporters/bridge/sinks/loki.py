@@ -1,9 +1,15 @@
 """``loki``: the Loki push API (``/loki/api/v1/push``), JSON, gzip, batched.
 
-``trace_id`` and ``span_id`` go into structured metadata (Loki 3, schema v13), never into labels:
-they are unbounded. Labels stay few and low-cardinality: ``service_name``, ``job``, ``level`` and
-``filename`` by default, plus static ones from the config. The line sent is the original (redacted)
-line, so ``| json`` in LogQL sees the fields exactly as the service wrote them.
+Streams are labelled as Loki's own OTLP ingestion labels them, so lines pushed here and lines sent
+over OTLP land in the same streams and answer the same queries: ``service_name`` and the resource
+attributes on Loki's default index list (``k8s_namespace_name``, ``k8s_pod_name``, ...), plus static
+labels from the config; never the level, never an ID. Structured metadata (Loki 3, schema v13)
+carries what OTLP ingestion stores there: ``trace_id``, ``span_id``, ``severity_text`` (the level as
+written), ``severity_number``, ``log_file_path``, ``log_file_name``, the record's attributes and the
+file's other resource attributes; Loki derives ``detected_level`` from ``severity_text``, as on the
+OTLP path. ``job``, ``level`` and ``filename`` can still be made labels with ``dynamic_labels``.
+The line sent is the original (redacted) line, so ``| json`` in LogQL sees the fields exactly as the
+service wrote them.
 
 Why not python-logging-loki: it is a ``logging.Handler`` that sends one blocking request per
 record, with no batching, no structured metadata, no gzip and no retry policy. The bridge needs all
@@ -13,6 +19,7 @@ python-logging-loki's queue handler for applications).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,7 +36,7 @@ from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 PUSH_PATH = "/loki/api/v1/push"
 INDEXED = frozenset(conventions.LOKI_INDEX_ATTRIBUTES)
-DYNAMIC = ("service_name", "job", "level", "filename")
+DYNAMIC = ("service_name",)
 
 
 @dataclass
@@ -115,6 +122,13 @@ class LokiSink(NetworkSink):
 
     def metadata(self, rec: Record) -> dict[str, str]:
         meta = {"trace_id": rec.trace_id or "", "span_id": rec.span_id or ""}
+        number, text = logfields.severity(rec.fields)  # as the OTLP sink sends them: Loki derives detected_level
+        if text:
+            meta["severity_text"] = text
+        if number:
+            meta["severity_number"] = str(number)
+        path = rec.origin.path
+        meta["log_file_path"], meta["log_file_name"] = path, os.path.basename(path)
         if rec.parse_error:
             meta["obsbox_parse_error"] = rec.parse_error
         if rec.truncated:

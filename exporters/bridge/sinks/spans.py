@@ -55,6 +55,9 @@ class SpansConfig(OtlpConfig):
     attributes: dict[str, list[str]] = field(default_factory=lambda: dict(DEFAULT_ATTRIBUTES))
 
 
+SPAN_SOURCE = "obsbox.span.source"
+
+
 def child_span_id(parent: bytes, stage: str) -> bytes:
     """A breakdown child's ID: derived from its parent and stage, so it is the same on every run."""
     digest = hashlib.blake2b(parent + stage.encode(), digest_size=8, person=b"obsbox-stage").digest()
@@ -69,6 +72,9 @@ class SpansSink(OtlpHttpSink):
 
     def __init__(self, config: SpansConfig, context) -> None:
         super().__init__(config, context)
+        # spans derived from log lines share service and span names with the SDK's own spans: this
+        # resource attribute keeps their span metrics apart (collector spanmetrics, Tempo's generator)
+        self.resource_attrs = {SPAN_SOURCE: "logs", **self.resource_attrs}
         self.skipped = context.telemetry.counter(
             conventions.BRIDGE_SPANS_SKIPPED,
             "Records the spans sink could not turn into a span, by reason.",
