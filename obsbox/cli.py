@@ -6,6 +6,7 @@ import argparse
 import importlib
 import logging
 import sys
+from collections.abc import Callable
 
 from obsbox import __version__
 from obsbox.config import ConfigError
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _register(sub: argparse._SubParsersAction, name: str, module: str) -> None:
+def _register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, module: str) -> None:
     try:
         importlib.import_module(module).register(sub)
     except ImportError as exc:  # one broken or missing extra must not take the other commands down
@@ -49,7 +50,7 @@ def _register(sub: argparse._SubParsersAction, name: str, module: str) -> None:
         unavailable.set_defaults(func=_unavailable(name, exc))
 
 
-def _unavailable(name: str, exc: ImportError):
+def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], int]:
     def explain(_args: argparse.Namespace) -> int:
         print(
             f"obsbox {name}: cannot load this command: {exc}. Reinstall obsbox (pip install obsbox) "

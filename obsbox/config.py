@@ -90,8 +90,9 @@ def _plain(node: yaml.Node, path: KeyPath, doc: Document) -> Any:
                     line=key_node.start_mark.line + 1,
                     key=dotted((*path, key)),
                 )
-            doc.lines[(*path, key)] = key_node.start_mark.line + 1
-            out[key] = _plain(value_node, (*path, key), doc)
+            where: KeyPath = (*path, key)
+            doc.lines[where] = key_node.start_mark.line + 1
+            out[key] = _plain(value_node, where, doc)
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_plain(item, (*path, i), doc) for i, item in enumerate(node.value)]
@@ -131,7 +132,8 @@ def build(cls: type[T], data: Any, doc: Document | None = None, path: KeyPath = 
     env-expanded. Unknown keys, wrong types and missing required fields raise a located ConfigError.
     """
     doc = doc or Document(data)
-    return _convert(cls, data, doc, path)
+    built: T = _convert(cls, data, doc, path)
+    return built
 
 
 def _convert(tp: Any, value: Any, doc: Document, path: KeyPath) -> Any:  # noqa: PLR0911, PLR0912
@@ -141,7 +143,7 @@ def _convert(tp: Any, value: Any, doc: Document, path: KeyPath) -> Any:  # noqa:
         except KeyError as missing:
             raise doc.error(path, f"environment variable {missing.args[0]} is not set and has no default") from None
     origin = get_origin(tp)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _dataclass(tp, value, doc, path)
     if origin in (typing.Union, types.UnionType):
         options = [a for a in get_args(tp) if a is not type(None)]

@@ -13,6 +13,7 @@ as LogRecord attributes. ``raw`` is never changed except by ``redact``.
 
 from __future__ import annotations
 
+import builtins
 import enum
 import threading
 from abc import ABC, abstractmethod
@@ -69,7 +70,7 @@ class NoConfig:
 
 class Component(ABC):
     type: ClassVar[str]
-    Config: ClassVar[type] = NoConfig
+    Config: ClassVar[builtins.type] = NoConfig  # builtins: ``type`` above is the name
 
     def __init__(self, config: Any, context: Context) -> None:
         self.config = config

@@ -37,6 +37,8 @@ def load(kind: str, type_name: str) -> type[Component]:
         return _extra[kind][type_name]
     for ep in entry_points(group=KINDS[kind], name=type_name):
         cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Component)):
+            raise UnknownComponentError(f"entry point {ep.value} does not name a Source, Processor or Sink class")
         if getattr(cls, "type", None) != type_name:
             raise UnknownComponentError(
                 f"entry point {ep.value} registers {type_name!r} but its class says type={getattr(cls, 'type', None)!r}"

@@ -57,7 +57,7 @@ class Telemetry:
             elif kind == "gauge":
                 instrument = Gauge(name, documentation, wanted, registry=self.registry)
             else:
-                extra = {"buckets": tuple(buckets)} if buckets is not None else {}
-                instrument = Histogram(name, documentation, wanted, registry=self.registry, **extra)
+                bounds = tuple(buckets) if buckets is not None else Histogram.DEFAULT_BUCKETS
+                instrument = Histogram(name, documentation, wanted, registry=self.registry, buckets=bounds)
             self._instruments[name] = (kind, wanted, instrument)
             return instrument

@@ -7,12 +7,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from obsbox.logrules import load_rules
+from obsbox.logrules import Rule, load_rules
 from obsbox.slo.rules import num, render, rules, slo_windows, write
 from obsbox.slo.spec import load
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "slo",
         help="SLOs as code: Prometheus recording rules and burn-rate alerts from an SLO spec",
@@ -52,18 +52,18 @@ def _log_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-default-log-rules", action="store_true", help="leave out the shipped log_metrics rules")
 
 
-def log_rules(files: Sequence[Path] = (), defaults: bool = True) -> list:
+def log_rules(files: Sequence[Path] = (), defaults: bool = True) -> list[Rule]:
     """The log_metrics rules whose alerts go into the rules file: the shipped ones and those in ``files``."""
     return (load_rules() if defaults else []) + [rule for f in files for rule in load_rules(f)]
 
 
-def generate(spec: Path, log_rule_objects: Sequence | None = None) -> str:
+def generate(spec: Path, log_rule_objects: Sequence[Rule] | None = None) -> str:
     """The rules file's text for ``spec``, as ``obsbox slo build`` writes it."""
     found = log_rules() if log_rule_objects is None else list(log_rule_objects)
     return render(rules(load(spec, found), found), Path(spec).name)
 
 
-def _log_rules(args: argparse.Namespace) -> list:
+def _log_rules(args: argparse.Namespace) -> list[Rule]:
     return log_rules(args.log_rules, not args.no_default_log_rules)
 
 

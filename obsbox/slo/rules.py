@@ -30,7 +30,7 @@ from obsbox import conventions
 from obsbox.config import ConfigError
 from obsbox.durations import format_duration as duration
 from obsbox.durations import parse_duration as seconds
-from obsbox.logrules import load_rules
+from obsbox.logrules import Rule, load_rules
 from obsbox.slo.spec import SLO, check
 
 ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per second over 5m
@@ -54,7 +54,7 @@ def slo_windows(slo: SLO) -> list[str]:
     return sorted(windows, key=seconds)
 
 
-def rules(slos: Sequence[SLO], log_rules: Sequence | None = None) -> dict[str, Any]:
+def rules(slos: Sequence[SLO], log_rules: Sequence[Rule] | None = None) -> dict[str, Any]:
     """The Prometheus rules-file structure: one group per SLO, then the log and GPU alert groups.
 
     ``log_rules`` are log_metrics ``Rule`` objects; None means the shipped defaults.
@@ -125,7 +125,7 @@ def slo_group(slo: SLO) -> dict[str, Any]:
     return {"name": f"obsbox-slo-{slo.name}", "rules": out}
 
 
-def log_alert_group(log_rules: Sequence) -> dict[str, Any]:
+def log_alert_group(log_rules: Sequence[Rule]) -> dict[str, Any]:
     """An alert per log_metrics rule with an ``alert``: ``rate(series[window]) > threshold`` for ``for``."""
     out = []
     for rule in log_rules:

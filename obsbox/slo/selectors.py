@@ -81,4 +81,7 @@ def parse_selector(text: str) -> Selector:
 
 
 def _unquote(literal: str) -> str:
-    return ast.literal_eval(literal)
+    value = ast.literal_eval(literal)
+    if not isinstance(value, str):
+        raise ValueError(f"{literal} is not a string")
+    return value

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -36,8 +36,8 @@ from typing import Literal
 from prometheus_client.utils import floatToGoString
 
 from obsbox import conventions
-from obsbox.config import ConfigError, KeyPath, build, load_yaml, parse_yaml
-from obsbox.logrules import STAGE_BUCKETS, load_rules
+from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
+from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, parse_matcher, parse_selector
 
 # The seed spec and the rules generated from it, in a source checkout (compose/ is not installed).
@@ -52,7 +52,13 @@ _COUNTER_SUFFIXES = ("_total", "_count", "_bucket")
 Problem = tuple[KeyPath, str]
 
 
-def known_histograms(log_rules: Sequence | None = None) -> dict[str, tuple[float, ...]]:
+def go_float(value: float) -> str:
+    """A float as Prometheus clients write ``le``: floatToGoString, typed."""
+    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
+    return text
+
+
+def known_histograms(log_rules: Sequence[Rule] | None = None) -> dict[str, tuple[float, ...]]:
     """Histograms obsbox emits, with their bucket boundaries: the gateway's and the bridge's."""
     known = {
         conventions.REQUEST_DURATION: tuple(conventions.REQUEST_BUCKETS),
@@ -155,13 +161,13 @@ class SLI:
         """The ``le`` label value of the threshold's bucket, as the Prometheus clients write it."""
         for bound in buckets:
             if self.threshold is not None and math.isclose(bound, self.threshold, rel_tol=1e-9):
-                return floatToGoString(bound)
+                return go_float(bound)
         return None
 
     def le_matcher(self) -> Matcher:
         """The threshold's bucket: ``le="0.3"``; a whole number matches both "1" (Go clients, Prometheus 2)
         and "1.0" (the Python client, and Prometheus 3, which normalizes ``le`` on ingestion)."""
-        le = floatToGoString(float(f"{self.threshold:.12g}"))
+        le = go_float(float(f"{self.threshold:.12g}"))
         if le.endswith(".0"):
             return Matcher("le", "=~", f"{le[:-2]}|{le}")
         return Matcher("le", "=", le)
@@ -171,7 +177,10 @@ class SLI:
         if self.kind == "latency":
             good = Selector(f"{self.metric}_bucket", (*filters, self.le_matcher()))
             return good, Selector(f"{self.metric}_count", tuple(filters)), False
-        events = parse_selector(self.bad if self.bad is not None else self.good).where(*filters)
+        counted = self.bad if self.bad is not None else self.good
+        if counted is None or self.total is None:
+            raise ValueError("a ratio SLI needs good or bad, and total")
+        events = parse_selector(counted).where(*filters)
         return events, parse_selector(self.total).where(*filters), self.bad is not None
 
     def error_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
@@ -282,17 +291,17 @@ class SpecFile:
     service: str | None = None
 
 
-def load(path: str | Path, log_rules: Sequence | None = None) -> list[SLO]:
+def load(path: str | Path, log_rules: Sequence[Rule] | None = None) -> list[SLO]:
     """The SLOs of a spec file, validated; a located ConfigError on the first problem."""
     return _load(load_yaml(path), log_rules)
 
 
-def loads(text: str, source: str = "<slo spec>", log_rules: Sequence | None = None) -> list[SLO]:
+def loads(text: str, source: str = "<slo spec>", log_rules: Sequence[Rule] | None = None) -> list[SLO]:
     """As ``load``, from YAML text."""
     return _load(parse_yaml(text, source=source), log_rules)
 
 
-def _load(doc, log_rules: Sequence | None) -> list[SLO]:
+def _load(doc: Document, log_rules: Sequence[Rule] | None) -> list[SLO]:
     spec = build(SpecFile, doc.data, doc)
     histograms = known_histograms(log_rules)
     seen: dict[str, int] = {}
@@ -309,7 +318,7 @@ def _load(doc, log_rules: Sequence | None) -> list[SLO]:
     return spec.slos
 
 
-def check(slos: Sequence[SLO], log_rules: Sequence | None = None) -> None:
+def check(slos: Sequence[SLO], log_rules: Sequence[Rule] | None = None) -> None:
     """Validate SLOs built in Python (``load`` already does this); ConfigError naming the SLO and key."""
     histograms = known_histograms(log_rules)
     names = [slo.name for slo in slos]
@@ -320,7 +329,7 @@ def check(slos: Sequence[SLO], log_rules: Sequence | None = None) -> None:
             raise ConfigError("two SLOs have this name", source=f"SLO {slo.name}", key="name")
 
 
-def _error(parse, text: str) -> str | None:
+def _error(parse: Callable[[str], object], text: str) -> str | None:
     """What ``parse`` finds wrong with ``text``, or None."""
     try:
         parse(text)
