@@ -47,8 +47,9 @@ stack configs: checked statically, NOT run (no Docker engine here). Still unveri
     OTLP mapping, level detection and rejections are a double written from Loki 3.7's source
     (tests/stack/loki_double.py), and Tempo's exemplar label and span-metrics names are read from
     Tempo 2.8's source, not observed;
-  - the grammar packages' versions against the ones Grafana 12.1 bundles (the pinned ones are the
-    npm releases of Prometheus 3.5's UI, and the latest @grafana/lezer-logql and -traceql);
+  - that the grammar packages are exactly the ones the pinned releases bundle: lezer-promql 0.305.0
+    is Prometheus 3.5's UI release, lezer-logql 0.2.8 the version in Grafana 12's package.json, and
+    lezer-traceql 1.0.0 the latest release (Grafana 12.1's own version was not confirmed);
   - Grafana 12 accepting the provisioning files and the dashboards;
   - that the healthcheck commands succeed inside the images (busybox wget from the probe-tools
     volume, `loki -health`, wget in prom/prometheus, curl in grafana, python in obsbox);
