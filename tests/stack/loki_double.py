@@ -12,6 +12,9 @@ Read from Loki v3.7's source, not its docs:
   by default) and structured metadata allowed, ``detected_level`` is added as structured metadata,
   from a level-named label or structured-metadata entry (DefaultAllowedLevelFields), else from
   severity_number, normalised to trace, debug, info, warn, error, critical or fatal.
+- pkg/loghttp/push/push.go (POST /loki/api/v1/push, JSON): the stream's labels are taken as sent;
+  structured metadata is the third element of a value. Level detection then runs the same way, and
+  falls back to the line's own JSON level field.
 - pkg/validation/validate.go and pkg/ingester/stream.go: an entry older than
   now - reject_old_samples_max_age, newer than now + creation_grace_period, or older than its
   stream's newest entry - max_chunk_age / 2 is refused with its reason; structured metadata is refused
@@ -20,6 +23,7 @@ Read from Loki v3.7's source, not its docs:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -144,6 +148,26 @@ class LokiOTLP:
                     self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
         return result
 
+    def push_json(self, payload: dict, now_ns: int) -> Result:
+        """A /loki/api/v1/push JSON body: {"streams": [{"stream": {...}, "values": [[ns, line, {...}]]}]}."""
+        result = Result()
+        for pushed in payload["streams"]:
+            labels = dict(pushed["stream"])
+            stream = tuple(sorted(labels.items()))
+            for value in pushed["values"]:
+                timestamp, line, *rest = value
+                metadata = dict(rest[0]) if rest else {}
+                if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
+                    metadata.setdefault("detected_level", self._level(labels, metadata, line))
+                entry = Entry(int(timestamp), line, metadata)
+                reason = self._refusal(stream, entry, now_ns)
+                if reason:
+                    result.rejected.append((entry, reason))
+                    continue
+                result.accepted.setdefault(stream, []).append(entry)
+                self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
+        return result
+
     def _entry(self, record, inherited: dict[str, str], labels: dict[str, str]) -> Entry:
         metadata = {**inherited, **{label_name(kv.key): as_string(kv.value) for kv in record.attributes}}
         if record.severity_number:
@@ -158,18 +182,23 @@ class LokiOTLP:
             metadata["span_id"] = record.span_id.hex()
         timestamp = record.time_unix_nano or record.observed_time_unix_nano
         if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
-            metadata.setdefault("detected_level", self._level(labels, metadata))
+            metadata.setdefault("detected_level", self._level(labels, metadata, as_string(record.body)))
         return Entry(timestamp, as_string(record.body), metadata)
 
     @staticmethod
-    def _level(labels: dict[str, str], metadata: dict[str, str]) -> str:
+    def _level(labels: dict[str, str], metadata: dict[str, str], line: str) -> str:
         for source in (labels, metadata):
             for name in LEVEL_FIELDS:
                 if name in source:
                     return normalise_level(source[name])
         if "severity_number" in metadata:
             return level_from_severity_number(int(metadata["severity_number"]))
-        return "unknown"
+        try:
+            fields = json.loads(line)
+        except ValueError:
+            return "unknown"
+        found = [fields[name] for name in LEVEL_FIELDS if isinstance(fields, dict) and name in fields]
+        return normalise_level(str(found[0])) if found else "unknown"
 
     def _refusal(self, stream: tuple[tuple[str, str], ...], entry: Entry, now_ns: int) -> str:
         limits = self.limits

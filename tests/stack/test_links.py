@@ -111,6 +111,15 @@ def test_every_logql_selector_and_label_filter_names_what_the_compose_path_write
     assert grouped <= stream_labels | metadata, f"{shipped.where}: groups by {grouped - stream_labels - metadata}"
 
 
+def test_loki_s_trace_link_reads_the_structured_metadata_the_otlp_path_writes(ingested):
+    """Logs -> trace: the derived field (matcherType label) names a structured-metadata key of every line."""
+    (loki,) = [ds for ds in DATASOURCES["datasources"] if ds["type"] == "loki"]
+    ((_, entries),) = ingested.accepted.items()
+    for derived in loki["jsonData"]["derivedFields"]:
+        assert derived["matcherType"] == "label"
+        assert all(derived["matcherRegex"] in e.structured_metadata for e in entries), derived
+
+
 def test_the_error_panel_s_level_filter_matches_what_loki_detects(ingested):
     ((_, entries),) = ingested.accepted.items()
     (pattern,) = re.findall(r'detected_level=~"([^"]+)"', q.LOKI_ERRORS.expr)
@@ -120,6 +129,29 @@ def test_the_error_panel_s_level_filter_matches_what_loki_detects(ingested):
         if re.fullmatch(pattern, e.structured_metadata["detected_level"])
     }
     assert matched == {"ERROR", "fatal", "critical"}
+
+
+def test_a_push_following_the_convention_lands_like_the_otlp_path(ingested):
+    """The contract for the bridge's `loki:` push sink: labels service_name (and only labels from Loki's
+    default OTLP index list), structured metadata severity_text, severity_number, trace_id, span_id.
+    Loki then gives the pushed lines the same streams and the same detected_level as the OTLP path."""
+    ((labels, entries),) = ingested.accepted.items()
+    values = [
+        [
+            str(e.timestamp_ns),
+            e.line,
+            {k: e.structured_metadata[k] for k in ("severity_text", "severity_number", "trace_id", "span_id")},
+        ]
+        for e in entries
+    ]
+    pushed = LokiOTLP(compose_limits()).push_json(
+        {"streams": [{"stream": dict(labels), "values": values}]}, time.time_ns()
+    )
+    ((push_labels, push_entries),) = pushed.accepted.items()
+    assert push_labels == labels
+    assert [e.structured_metadata["detected_level"] for e in push_entries] == [
+        e.structured_metadata["detected_level"] for e in entries
+    ]
 
 
 def test_the_selector_check_fails_for_a_level_stream_label(ingested):
@@ -171,7 +203,8 @@ def test_tempo_exemplars_carry_the_label_grafana_links():
     (prometheus,) = [ds for ds in DATASOURCES["datasources"] if ds["type"] == "prometheus"]
     names = {d["name"] for d in prometheus["jsonData"]["exemplarTraceIdDestinations"]}
     assert label in names
-    # Prometheus' OTLP receiver names the collector's exemplar label trace_id as well.
+    # Prometheus' OTLP receiver names the collector's exemplar label trace_id as well
+    # (Prometheus 3.5: storage/remote/otlptranslator/prometheusremotewrite/helper.go, traceIDKey).
     assert "trace_id" in names
 
 
