@@ -148,12 +148,23 @@ IN_FLIGHT = Query(f"sum by (worker_pool) ({c.REQUESTS_IN_FLIGHT}{{{SERVICE}}})",
 
 # ---------------------------------------------------------------- logs and traces
 
+# Level convention, the same on both paths into Loki: the level is never a stream label. Loki's OTLP
+# ingestion stores severity as the structured metadata severity_text/severity_number, and its level
+# detection (on by default) adds detected_level, normalised to trace, debug, info, warn, error,
+# critical or fatal (Loki 3.7: pkg/loghttp/push/otlp.go, pkg/distributor/field_detection.go,
+# pkg/util/constants/levels.go). A push to /loki/api/v1/push gets the same detected_level when it sends
+# a `level` structured-metadata entry. So the level is filtered after the selector and grouped by
+# detected_level, and the only stream label the queries select on is service_name.
 LOKI_SELECTOR = '{service_name=~"$service"}'
 TRACE_FILTER = '| trace_id=~"${trace_id}.*"'
+ERROR_LEVELS = ("error", "critical", "fatal")
+LEVEL_FILTER = f'| detected_level=~"{"|".join(ERROR_LEVELS)}"'
 LOKI_LOGS = Query(f"{LOKI_SELECTOR} {TRACE_FILTER}", lang="logql")
-LOKI_ERRORS = Query(f'{{service_name=~"$service", level=~"(?i)(error|fatal|critical)"}} {TRACE_FILTER}', lang="logql")
+LOKI_ERRORS = Query(f"{LOKI_SELECTOR} {LEVEL_FILTER} {TRACE_FILTER}", lang="logql")
 LOKI_VOLUME = Query(
-    f"sum by (level) (count_over_time({LOKI_SELECTOR} {TRACE_FILTER} [$__interval]))", "{{level}}", lang="logql"
+    f"sum by (detected_level) (count_over_time({LOKI_SELECTOR} {TRACE_FILTER} [$__interval]))",
+    "{{detected_level}}",
+    lang="logql",
 )
 LOG_TIMEOUT_RATE = Query(rate_sum(f"{c.LOG_TIMEOUT_DURATION}_count", LOG_SERVICE, "service"), "{{service}}")
 LOG_TIMEOUT_P95 = Query(quantile(0.95, c.LOG_TIMEOUT_DURATION, LOG_SERVICE, "service"), "P95 waited {{service}}")
