@@ -118,7 +118,9 @@ use_python_env() {
     if [ ! -e "$prefix" ]; then
       local python="${OBSBOX_PYTHON:-python3}"
       command -v "$python" >/dev/null 2>&1 || { echo "error: no $python on PATH; install Python >= $OBSBOX_MIN_PYTHON" >&2; exit 1; }
-      _require_python "$python" "$(command -v "$python")"
+      local found="the first python3 on PATH"
+      [ -n "${OBSBOX_PYTHON:-}" ] && found="OBSBOX_PYTHON"
+      _require_python "$(command -v "$python")" "$found"
       # the interpreter itself, not a pyenv shim or a symlink: the venv keeps pointing at it
       _make_venv "$("$python" -c 'import os, sys; print(os.path.realpath(sys.executable))')" "$prefix"
     fi
