@@ -14,9 +14,17 @@ from pathlib import Path
 
 from obsbox.dashboards.panels import TAG, DashboardError, ObsboxDashboard
 
-DEFINITIONS = Path(__file__).resolve().parent
+DEFINITIONS = Path(__file__).resolve().parent  # the *.dashboard.py files ship next to this module
 SUFFIX = ".dashboard.py"
-CHECKOUT_OUT = DEFINITIONS.parent / "compose" / "grafana" / "dashboards"
+# Where compose provisions the dashboards from, when obsbox runs from a source checkout (an editable
+# install: dashboards/ is then a folder of the repository). An installed wheel has no such folder.
+CHECKOUT = DEFINITIONS.parent
+CHECKOUT_OUT = CHECKOUT / "compose" / "grafana" / "dashboards"
+
+
+def in_checkout() -> bool:
+    """Whether these dashboards are the ones of a source checkout, next to its compose/ folder."""
+    return (CHECKOUT / "pyproject.toml").is_file() and CHECKOUT_OUT.is_dir()
 
 
 @dataclass(frozen=True)

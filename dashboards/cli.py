@@ -10,7 +10,8 @@ from pathlib import Path
 
 EPILOG = textwrap.dedent("""\
     examples:
-      obsbox dashboards build                                 # into compose/grafana/dashboards
+      obsbox dashboards build --out dashboards/               # write the JSON files there
+      obsbox dashboards build                                 # in a source checkout: into compose/grafana/dashboards
       obsbox dashboards build --out build/dashboards --check  # exit 1 if that folder is out of date
       GRAFANA_TOKEN=glsa_... obsbox dashboards import --grafana-url http://localhost:3000 --folder obsbox
       obsbox dashboards import --grafana-url https://grafana.example.com \\
@@ -33,7 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     commands = p.add_subparsers(dest="dashboards_command", metavar="SUBCOMMAND", required=True)
 
     build = commands.add_parser("build", help="write one JSON file per dashboard")
-    build.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: compose/grafana/dashboards)")
+    build.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="where to write; required outside a source checkout (there: compose/grafana/dashboards)",
+    )
     build.add_argument("--check", action="store_true", help="write nothing; exit 1 if DIR is not up to date")
     _slo_option(build)
     build.set_defaults(func=_build)
@@ -54,7 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _slo_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--slo", type=Path, metavar="SLO_YAML", help="the SLO spec (default: compose/slo.yaml)")
+    p.add_argument(
+        "--slo",
+        type=Path,
+        metavar="SLO_YAML",
+        help="the SLO spec (default: the shipped example, a copy of compose/slo.yaml)",
+    )
 
 
 def _built(args: argparse.Namespace):
@@ -68,10 +79,17 @@ def _build(args: argparse.Namespace) -> int:
     from obsbox.dashboards import build  # noqa: PLC0415
     from obsbox.dashboards.panels import DashboardError  # noqa: PLC0415
 
-    out = args.out or build.CHECKOUT_OUT
-    if args.out is None and not out.parent.parent.is_dir():
-        print("obsbox dashboards build: no compose/ folder next to the dashboards; pass --out DIR", file=sys.stderr)
-        return 2
+    out = args.out
+    if out is None:
+        if not build.in_checkout():
+            print(
+                "obsbox dashboards build: pass --out DIR (only in a source checkout does it default to "
+                "compose/grafana/dashboards, where compose provisions the dashboards from)",
+                file=sys.stderr,
+            )
+            return 2
+        out = build.CHECKOUT_OUT
+        print(f"obsbox dashboards build: no --out: into this checkout's {out}", file=sys.stderr)
     try:
         built = _built(args)
     except DashboardError as exc:

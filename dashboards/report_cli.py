@@ -25,7 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     when.add_argument("--start", metavar="TIME", help="range start: RFC 3339 (2024-05-01T10:00:00Z) or Unix seconds")
     p.add_argument("--end", metavar="TIME", help="range end, with --start (default: now)")
     p.add_argument("--scenario", metavar="LABEL", help="a label for the run, shown in the title (e.g. untuned)")
-    p.add_argument("--slo", type=Path, metavar="SLO_YAML", help="the SLO spec (default: compose/slo.yaml)")
+    p.add_argument(
+        "--slo",
+        type=Path,
+        metavar="SLO_YAML",
+        help="the SLO spec (default: the shipped example, a copy of compose/slo.yaml)",
+    )
     p.add_argument("--service", default=".+", metavar="REGEX", help="services (Prometheus job) to include")
     p.add_argument("--route", default=".*", metavar="REGEX", help="routes to include")
     p.add_argument("--model", default=".*", metavar="REGEX", help="models to include")

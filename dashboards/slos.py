@@ -1,6 +1,7 @@
 """The SLOs the dashboards and the report draw, read with :func:`obsbox.slo.load` from the SLO spec.
 
-The spec is ``compose/slo.yaml`` in a source checkout; :func:`using` points the build at another one.
+The default is the example spec that ships with obsbox (``obsbox.slo.DEFAULT_SPEC``, package data, the
+same file as ``compose/slo.yaml``); :func:`using` points the build at another one.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def spec_path() -> Path:
 def load() -> list[slo_spec.SLO]:
     path = spec_path()
     if not path.is_file():
-        raise DashboardError(f"no SLO spec at {path}; pass the spec with --slo (e.g. compose/slo.yaml)")
+        raise DashboardError(f"no SLO spec at {path}; pass the spec with --slo SLO_YAML")
     return slo_spec.load(path)
 
 

@@ -5,6 +5,6 @@ The log bridge and the gateway exporters are in ``obsbox.exporters``, the collec
 ``obsbox.collector``, the dashboards in ``obsbox.dashboards``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it from here
 
 __all__ = ["__version__"]

@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Literal
 
@@ -40,8 +41,20 @@ from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, pars
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, parse_matcher, parse_selector
 
-# The seed spec and the rules generated from it, in a source checkout (compose/ is not installed).
-DEFAULT_SPEC = Path(__file__).resolve().parents[2] / "compose" / "slo.yaml"
+
+def _shipped(name: str) -> Path:
+    """A data file of this package, as a path (what ``load`` and the commands' --slo option take)."""
+    resource = resources.files("obsbox.slo").joinpath(name)
+    if not isinstance(resource, Path):  # a zip import: its data files have no path
+        raise ImportError(f"obsbox.slo/{name} is not a file on disk; install obsbox unzipped (pip install obsbox)")
+    return resource
+
+
+# The seed spec ships as package data, so an installed obsbox finds it without a checkout;
+# compose/slo.yaml is the copy compose mounts, and tests/packaging keeps the two identical.
+DEFAULT_SPEC = _shipped("slo.yaml")
+# The rules built from it that compose provisions: in a source checkout only; nothing reads it at run
+# time (the tests compare it with a fresh build).
 DEFAULT_RULES = Path(__file__).resolve().parents[2] / "compose" / "prometheus" / "rules" / "slo.rules.yml"
 
 BASE_PERIOD_DAYS = 30  # conventions.BURN_THRESHOLDS are the SRE Workbook's factors for a 30-day period
