@@ -119,7 +119,7 @@ def _missing_extra(name: str) -> str | None:
     """Why ``name`` cannot run in this install, naming the extra to install; None when it can."""
     extra = EXTRAS.get(name)
     missing = missing_for(extra) if extra else []
-    if not missing:
+    if not extra or not missing:
         return None
     return f"obsbox {name}: needs the '{extra}' extra ({', '.join(missing)} not installed): {install_hint(extra)}"
 
