@@ -3,6 +3,7 @@
 #   use_python_env EXTRAS   sets PY to the interpreter to run, with obsbox installed (editable) and EXTRAS,
 #                           and puts the environment's bin/ first on PATH, as its `activate` would
 #   apt_install PACKAGE...  installs Debian/Ubuntu packages (apt-get update first; sudo when not root)
+#   refuse_remote_bind ADDR exits 1 unless ADDR is loopback or ALLOW_REMOTE=1 (compose's published ports)
 #
 # Which environment:
 #   - an active virtual environment (VIRTUAL_ENV) or conda environment (CONDA_PREFIX): used as it is;
@@ -145,4 +146,21 @@ use_python_env() {
   echo "Python: $("$PY" -V 2>&1) in $prefix ($origin): pip install -e '.[$extras]'"
   "$PY" -m pip install -q --disable-pip-version-check -e ".[$extras]"
   printf '%s\n%s\n' "$key" "$extras" >"$stamp"
+}
+
+# Published ports listen on BIND_ADDRESS (compose/.env). Beyond loopback they open ingestion and the
+# backends' APIs to whoever reaches that address (compose/README.md lists what each port exposes), so
+# a non-loopback address needs ALLOW_REMOTE=1. Exits 1 with what would be exposed.
+refuse_remote_bind() {
+  local bind="$1"
+  case "$bind" in
+    127.*|::1|localhost) return 0 ;;
+  esac
+  if [ "${ALLOW_REMOTE:-0}" != 1 ]; then
+    echo "BIND_ADDRESS=$bind would open OTLP ingestion (${OTLP_GRPC_PORT:-4317}, ${OTLP_HTTP_PORT:-4318})," \
+      "Prometheus' and Loki's write and query APIs (${PROMETHEUS_PORT:-9090}, 3100), Tempo's query API (3200)" \
+      "and /metrics (9465, 8000) to anyone who can reach $bind. Set ALLOW_REMOTE=1 in compose/.env to accept that." >&2
+    exit 1
+  fi
+  echo "warning: BIND_ADDRESS=$bind with ALLOW_REMOTE=1: ingestion and the backends' APIs are reachable there" >&2
 }

@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sessions", type=int, default=50, help="concurrent simulated users (default 50)")
     p.add_argument("--duration", type=float, help="seconds to run (default: until Ctrl-C)")
     p.add_argument("--workdir", type=Path, default=Path("out/local"), help="where every output goes (out/local)")
-    p.add_argument("--slo", type=Path, help="the SLO spec for the Prometheus rules (default: compose/slo.yaml)")
+    p.add_argument("--slo", type=Path, help="the SLO spec for the Prometheus rules (default: the shipped example spec)")
     p.add_argument("--no-prometheus", action="store_true", help="do not start a local Prometheus")
     p.add_argument("--refresh", type=float, default=2.0, help="seconds between summary updates")
     p.set_defaults(func=run)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from obsbox.logrules import Rule, load_rules
 from obsbox.slo.rules import num, render, rules, slo_windows, write
-from obsbox.slo.spec import load
+from obsbox.slo.spec import DEFAULT_SPEC, load
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,7 +23,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands = p.add_subparsers(dest="slo_command", metavar="SUBCOMMAND", required=True)
 
     build = commands.add_parser("build", help="write the rules file", description="Write the rules file.")
-    build.add_argument("spec", type=Path, metavar="SLO_YAML", help="the SLO spec")
+    build.add_argument(
+        "spec",
+        type=Path,
+        nargs="?",
+        default=DEFAULT_SPEC,
+        metavar="SLO_YAML",
+        help="the SLO spec (default: the shipped example)",
+    )
     build.add_argument("--out", type=Path, metavar="RULES_FILE", help="where to write (default: standard output)")
     _log_rule_options(build)
     build.set_defaults(func=_build)
@@ -34,7 +41,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Validate an SLO spec and print its SLOs with their alert thresholds. With --rules, "
         "exit 1 when that file is not what `obsbox slo build` would write.",
     )
-    check.add_argument("spec", type=Path, metavar="SLO_YAML", help="the SLO spec")
+    check.add_argument(
+        "spec",
+        type=Path,
+        nargs="?",
+        default=DEFAULT_SPEC,
+        metavar="SLO_YAML",
+        help="the SLO spec (default: the shipped example)",
+    )
     check.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the generated rules file to compare")
     _log_rule_options(check)
     check.set_defaults(func=_check)
