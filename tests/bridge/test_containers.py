@@ -243,3 +243,42 @@ def test_kill_9_in_the_middle_of_a_partial_sequence_loses_and_duplicates_nothing
     assert [line.get("seq") for line in lines] == [0, 1, 2, None, 3]
     assert lines[3]["msg"] == "served" and lines[3]["trace_id"] == TRACE
     assert os.path.getsize(positions) > 0
+
+
+def test_partials_of_stdout_and_stderr_interleaved_are_joined_per_stream():
+    """Runtimes interleave the two streams entry by entry; a joiner keyed only by file would splice a
+    stderr line into a stdout one (a bug parsers have shipped). Each stream is joined on its own."""
+    joiner, out = Joiner("cri", 1 << 20), []
+    entries = [
+        cri(b"stdout first half, ", "P"),
+        cri(b"stderr whole line", stream="stderr"),
+        cri(b"stderr first, ", "P", stream="stderr"),
+        cri(b"stdout second half"),
+        cri(b"stderr second", stream="stderr"),
+    ]
+    offset = 0
+    for entry in entries:
+        joiner.feed(entry.rstrip(b"\n"), offset, ORIGIN, out)
+        offset += len(entry)
+    assert [(r.attributes["log.iostream"], r.raw) for r in out] == [
+        ("stderr", b"stderr whole line"),
+        ("stdout", b"stdout first half, stdout second half"),
+        ("stderr", b"stderr first, stderr second"),
+    ]
+    assert [r.offset for r in out] == [len(entries[0]), 0, len(entries[0]) + len(entries[1])]
+
+
+def test_a_partial_sequence_longer_than_max_line_bytes_is_cut_and_flagged_not_held_in_memory():
+    joiner, out = Joiner("cri", 100), []
+    for i in range(50):
+        joiner.feed(cri(b"x" * 40, "P").rstrip(b"\n"), i * 100, ORIGIN, out)
+    assert out == [] and sum(len(c) for c in joiner.open["stdout"].chunks) == 100
+    joiner.feed(cri(b"end").rstrip(b"\n"), 5000, ORIGIN, out)
+    (line,) = out
+    assert line.truncated and line.raw == b"x" * 100
+
+
+def test_an_entry_that_is_not_in_the_files_format_passes_through_as_it_is():
+    joiner, out = Joiner("cri", 1 << 20), []
+    joiner.feed(b"not a CRI entry at all", 0, ORIGIN, out)
+    assert [r.raw for r in out] == [b"not a CRI entry at all"] and joiner.malformed == 1
