@@ -20,6 +20,7 @@ COMMANDS = {
     "slo": "obsbox.slo.cli",
     "dashboards": "obsbox.dashboards.cli",
     "report": "obsbox.dashboards.report_cli",
+    "collector": "obsbox.collector.cli",
 }
 
 
