@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from obsbox import conventions
-from obsbox.cli import main
+from obsbox.cli import build_parser, main
 from obsbox.exporters.bridge import config as bridge_config
 from tests.deploy.conftest import KUSTOMIZE_DIR, by_kind, container, env_of, workload
 
@@ -98,3 +98,11 @@ def test_the_config_folder_is_what_the_configmap_holds(rendered):
     assert configmap["data"] == {"bridge.yaml": Path(BRIDGE_YAML).read_text(encoding="utf-8")}
     (arg_config,) = [a for a in container(rendered, "obsbox-bridge")["args"] if a.endswith(".yaml")]
     assert arg_config == f"{mounts(rendered)['/etc/obsbox']['mountPath']}/bridge.yaml"
+
+
+def test_the_container_command_line_is_one_obsbox_accepts(rendered):
+    """The image's entrypoint is ``obsbox``; the args must parse, and leave the metrics address to the file."""
+    args = build_parser().parse_args(container(rendered, "obsbox-bridge")["args"])
+    assert args.command == "bridge"
+    assert args.config == Path("/etc/obsbox/bridge.yaml")
+    assert args.metrics_port is None  # settings.metrics_port/metrics_host in the file apply

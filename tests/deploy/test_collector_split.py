@@ -109,17 +109,10 @@ def test_agent_and_gateway_together_reach_the_backends_otelcol_reaches():
     for exporter in single["exporters"]:
         path = urlsplit(default_of(single["exporters"][exporter]["endpoint"])).path
         assert urlsplit(default_of(gateway["exporters"][exporter]["endpoint"])).path == path, exporter
-    assert load("agent.yaml")["processors"]["resource"] == {
-        "attributes": [
-            {
-                **attr,
-                "value": attr["value"]
-                .replace(":-local}", ":-kubernetes}")
-                .replace(":-obsbox-local}", ":-obsbox-cluster}"),
-            }
-            for attr in single["processors"]["resource"]["attributes"]
-        ]
-    }
+    # The service-registry attributes move to the agent, the first hop; "insert" keeps the sender's.
+    attributes = {a["key"]: a for a in load("agent.yaml")["processors"]["resource"]["attributes"]}
+    assert set(attributes) == {a["key"] for a in single["processors"]["resource"]["attributes"]}
+    assert all(a["action"] == "insert" and default_of(a["value"]) for a in attributes.values())
 
 
 def test_the_gateways_environment_overrides_name_the_same_services_as_its_defaults(rendered):
