@@ -1,7 +1,10 @@
 """Static checks of a Collector config against the component list of the distribution it runs on.
 
 No collector binary is needed: the checks read the config, the distribution's builder manifest
-(which Go modules it was built from) and a map from those modules to component type names.
+(which Go modules it was built from) and a map from those modules to component type names. A type
+the map does not list is looked up by the contrib naming rule (module ``<type without
+underscores><kind>``: ``memory_limiter`` is ``memorylimiterprocessor``), so a user's config may use
+any component of the distribution, not only the ones our configs use.
 
 - every component the config defines is a type that the distribution contains;
 - every component a pipeline (or ``service.extensions``) names is defined, and every defined one is
@@ -20,6 +23,7 @@ import yaml
 from obsbox.config import ENV_REFERENCE
 
 KINDS = ("receivers", "processors", "exporters", "connectors", "extensions")
+SUFFIX = {kind: kind[:-1] for kind in KINDS}  # the module name ends in the kind: ...exporter
 SIGNALS = ("traces", "metrics", "logs", "profiles")
 
 
@@ -60,9 +64,16 @@ class Distribution:
         return cls(modules, by_type)
 
     def module_of(self, kind: str, component_type: str) -> str | None:
-        """The module providing ``component_type``, if the distribution was built with it."""
+        """The module providing ``component_type``, if the distribution was built with it.
+
+        The type map wins; without an entry, the module whose last path element is the type without
+        underscores followed by the kind (``k8sattributes`` → ``.../k8sattributesprocessor``).
+        """
         module = self.types.get(kind, {}).get(component_type)
-        return module if module in self.modules.get(kind, {}) else None
+        if module is not None:
+            return module if module in self.modules.get(kind, {}) else None
+        wanted = component_type.replace("_", "") + SUFFIX[kind]
+        return next((m for m in self.modules.get(kind, {}) if m.rsplit("/", 1)[-1] == wanted), None)
 
 
 def component_type(component_id: str) -> str:
@@ -152,5 +163,13 @@ def connector_problems(config: dict[str, Any]) -> list[str]:
 
 
 def check_file(path: Path, dist: Distribution) -> list[str]:
-    text = path.read_text(encoding="utf-8")
-    return problems(yaml.safe_load(text), text, dist)
+    """The problems of one config file; a file that cannot be read or parsed is one problem."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"cannot read the file: {exc}"]
+    try:
+        config = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        return [f"not valid YAML: {' '.join(str(exc).split())}"]  # one line per problem
+    return problems(config, text, dist)

@@ -23,6 +23,7 @@ COMMANDS = {
     "slo": "obsbox.slo.cli",
     "dashboards": "obsbox.dashboards.cli",
     "report": "obsbox.dashboards.report_cli",
+    "collector": "obsbox.collector.cli",
 }
 
 # name → the extra that brings what the command needs beyond the core install (pip install obsbox).

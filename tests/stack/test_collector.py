@@ -1,14 +1,18 @@
-"""collector/otelcol.yaml against the component list of the pinned otelcol-contrib release."""
+"""collector/otelcol.yaml against the component list of the pinned otelcol-contrib release, and the
+``obsbox collector check`` command that runs the same checks on any config."""
 
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
 from obsbox import conventions
+from obsbox.cli import main
 from obsbox.collector import check
 from tests.stack.conftest import OTELCOL, REPO
 
@@ -170,3 +174,103 @@ def test_the_manifest_is_the_upstream_file_unchanged():
     manifest = TESTDATA / "otelcol-contrib-manifest.yaml"
     assert manifest.stat().st_size == 25814  # the size of the upstream file at the recorded commit
     assert "008cde8ca78cc0286ee3f0de92fa95e1641a445a" in (TESTDATA / "README.md").read_text()
+
+
+def test_components_outside_the_type_map_are_found_by_the_contrib_naming_rule(dist):
+    """A user's config may use any component of the distribution, not only the ones ours use."""
+    contrib = "github.com/open-telemetry/opentelemetry-collector-contrib"
+    assert dist.module_of("processors", "k8sattributes") == f"{contrib}/processor/k8sattributesprocessor"
+    assert dist.module_of("exporters", "loadbalancing") == f"{contrib}/exporter/loadbalancingexporter"
+    assert dist.module_of("receivers", "filelog") == f"{contrib}/receiver/filelogreceiver"
+    assert dist.module_of("exporters", "loki") is None  # removed from contrib in 0.131
+    assert dist.module_of("processors", "k8s_attributes_typo") is None
+
+
+# ------------------------------------------------------------------------- obsbox collector check
+
+COLLECTOR = REPO / "collector"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """``python -m obsbox collector check ...`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "obsbox", "collector", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_the_command_passes_the_shipped_configs():
+    result = run_cli("collector/otelcol.yaml", "collector/agent.yaml", "collector/gateway.yaml")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"collector/{name}: OK (otelcol-contrib 0.136.0)" for name in ("otelcol.yaml", "agent.yaml", "gateway.yaml")
+    ]
+    assert result.stderr == ""
+
+
+def broken_copy(tmp_path, name: str, edit) -> str:
+    config = yaml.safe_load((COLLECTOR / name).read_text(encoding="utf-8"))
+    edit(config)
+    path = tmp_path / f"{edit.__name__}-{name}"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
+
+
+def test_the_command_names_the_file_the_component_and_the_mistake(tmp_path, capsys):
+    def unknown_component(config):
+        config["exporters"]["loki"] = {"endpoint": "http://loki:3100/loki/api/v1/push"}
+        config["service"]["pipelines"]["logs"]["exporters"].append("loki")
+
+    def dangling_reference(config):
+        config["service"]["pipelines"]["traces"]["processors"].insert(1, "tail_sampling")
+
+    def env_without_default(config):
+        config["exporters"]["otlp/gateway"]["endpoint"] = "${env:GATEWAY_OTLP_ENDPOINT}"
+
+    files = [
+        broken_copy(tmp_path, "gateway.yaml", unknown_component),
+        broken_copy(tmp_path, "gateway.yaml", dangling_reference),
+        broken_copy(tmp_path, "agent.yaml", env_without_default),
+    ]
+    good = str(COLLECTOR / "agent.yaml")
+    assert main(["collector", "check", good, *files]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"{good}: OK (otelcol-contrib 0.136.0)\n"
+    assert err.splitlines() == [
+        f"{files[0]}: exporters.loki: type 'loki' is not in the distribution",
+        f"{files[1]}: service.pipelines.traces.processors: 'tail_sampling' is not defined",
+        f"{files[2]}: ${{env:GATEWAY_OTLP_ENDPOINT}} has no default (write ${{env:GATEWAY_OTLP_ENDPOINT:-value}})",
+    ]
+
+
+def test_the_command_reports_unreadable_and_unparsable_files(tmp_path, capsys):
+    missing = tmp_path / "nowhere.yaml"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("service: [unclosed\n")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    assert main(["collector", "check", str(missing), str(bad), str(empty)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{missing}: cannot read the file:")
+    assert err[1].startswith(f"{bad}: not valid YAML:")
+    assert err[2] == f"{empty}: no service.pipelines: the collector would not start"
+
+
+def test_the_command_exits_1_from_a_shell_too(tmp_path):
+    def k8sattributes_removed(config):
+        config["processors"].pop("k8sattributes")
+
+    path = broken_copy(tmp_path, "agent.yaml", k8sattributes_removed)
+    result = run_cli(path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert f"{path}: service.pipelines.traces.processors: 'k8sattributes' is not defined" in result.stderr.splitlines()
+
+
+def test_the_command_says_when_the_distribution_list_is_unreadable(tmp_path, capsys):
+    assert main(["collector", "check", str(COLLECTOR / "agent.yaml"), "--manifest", str(tmp_path / "none.yaml")]) == 2
+    assert "cannot read the distribution's component list" in capsys.readouterr().err
