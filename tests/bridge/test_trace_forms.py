@@ -357,3 +357,10 @@ def test_otlp_json_expansion_can_be_turned_off_and_empty_exports_stay_whole():
     ):
         (rec,) = traced(line)
         assert rec.raw == line and rec.span_id == line_span(0)
+
+
+def test_many_nested_objects_are_all_searched():
+    line = {f"k{i}": {"v": i} for i in range(40)}
+    line["ctx"] = {"trace_id": T32, "span_id": S16}
+    rec = one(line)
+    assert (rec.trace_id, rec.span_id) == (T32, S16)

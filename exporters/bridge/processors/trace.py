@@ -27,7 +27,8 @@ from obsbox.exporters.bridge.record import Record
 _CACHE_LIMIT = 50_000
 _PLAN_LIMIT = 4096
 _STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
-_BREADTH = 16  # list elements, and objects per level, searched below the top level
+_BREADTH = 16  # elements of a list searched below the top level
+_LEVEL = 256  # objects searched per level: a bound for lines that are mostly data
 
 
 @dataclass
@@ -82,7 +83,7 @@ def _nonzero(text: str) -> str:
     return text if text.strip("0") else text[:-1] + "1"
 
 
-def _below(obj: dict | list, level: list[tuple[dict, str]]) -> None:
+def _below(obj: dict, level: list[tuple[dict, str]]) -> None:
     """Queue ``obj``'s object values, and the objects in its list values, each with its key."""
     for key, value in obj.items():
         if type(value) is dict:
@@ -174,8 +175,8 @@ class TraceProcessor(Processor):
 
     def _nested(self, fields: dict[str, Any], found: dict[str, Any]) -> None:
         """Breadth-first through nested objects and lists of objects (.NET's ``Scopes``), at most
-        ``_BREADTH`` elements of a list and objects of a level; a shallower key wins over a deeper one.
-        """
+        ``_BREADTH`` elements of a list and ``_LEVEL`` objects of a level; a shallower key wins over a
+        deeper one."""
         level: list[tuple[dict, str]] = []
         _below(fields, level)
         keys = traceforms.KEYS
@@ -183,7 +184,7 @@ class TraceProcessor(Processor):
             if not level:
                 return
             below: list[tuple[dict, str]] = []
-            for obj, parent in level[:_BREADTH]:
+            for obj, parent in level[:_LEVEL]:
                 prefix = self.norm.get(parent) or traceforms.normalize_key(parent)
                 for key, value in obj.items():
                     name = self.norm.get(key) or traceforms.normalize_key(key)
@@ -217,7 +218,7 @@ class TraceProcessor(Processor):
         if found:
             ctx, source = self._read_forms(found)
         if ctx is None and b"Root=1-" in rec.raw:  # a substring test: no cost for lines without one
-            ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH)
+            ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
             source = "xray_value" if ctx else source
         if ctx is None and self.correlation:
             value = self._correlation(fields)

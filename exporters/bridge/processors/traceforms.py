@@ -203,8 +203,9 @@ def datadog(trace_value: Any, span_value: Any) -> Context | None:
     return (trace, format(span, "016x") if span is not None else None, None) if trace else None
 
 
-def xray_in(obj: Mapping[str, Any], depth: int, breadth: int) -> Context | None:
-    """The first string value, at any key, that is an X-Ray header (``Root=1-...``), breadth first.
+def xray_in(obj: Mapping[str, Any], depth: int, breadth: int, per_level: int) -> Context | None:
+    """The first string value, at any key, that is an X-Ray header (``Root=1-...``), breadth first
+    (``breadth`` elements of a list, ``per_level`` containers of a level).
 
     Beside a ``spanId`` in the same object (the Lambda Telemetry API's ``tracing`` object:
     ``{"spanId", "type": "X-Amzn-Trace-Id", "value"}``) that ``spanId`` is the line's span and the
@@ -213,7 +214,7 @@ def xray_in(obj: Mapping[str, Any], depth: int, breadth: int) -> Context | None:
     level = [obj]
     for _ in range(depth):
         below: list[Any] = []
-        for item in level[:breadth]:
+        for item in level[:per_level]:
             values = item.values() if type(item) is dict else item[:breadth]
             for value in values:
                 if type(value) is str:
