@@ -8,7 +8,9 @@ import re
 import orjson
 import pytest
 
-from tests.bridge.harness import ORIGIN, traced
+from obsbox.exporters.bridge.processors.parse import ParseConfig, ParseProcessor
+from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
+from tests.bridge.harness import ORIGIN, context, records, traced
 
 T32 = "4bf92f3577b34da6a3ce929d0e0e4736"
 S16 = "00f067aa0ba902b7"
@@ -237,3 +239,128 @@ def test_line_already_in_output_form_is_left_alone():
 def test_empty_object_gets_ids_without_a_leading_comma():
     (rec,) = traced(b"{}")
     assert set(orjson.loads(rec.line())) == {"trace_id", "span_id"}
+
+
+# ---------------------------------------------------------------- shapes libraries and platforms write
+# (the public corpus, tests/bridge/corpus/lines.yaml, covers each producer; these pin the limits)
+
+
+def test_ids_in_a_list_element_are_found():
+    rec = one(
+        {"Message": "m", "Scopes": [{"Message": "x"}, {"TraceId": T32, "SpanId": S16, "ParentId": "b7ad6b7169203331"}]}
+    )
+    assert (rec.trace_id, rec.span_id, rec.parent_span_id) == (T32, S16, "b7ad6b7169203331")
+
+
+def test_list_search_is_bounded_in_breadth():
+    scopes = [{"n": i} for i in range(16)] + [{"TraceId": T32, "SpanId": S16}]
+    rec = one({"Scopes": scopes})
+    assert rec.span_id == line_span(0)
+
+
+def test_top_level_ids_keep_the_plan_cache_and_skip_the_nested_search():
+    proc = TraceProcessor(TraceConfig(), context())
+    assert proc._plan({"trace_id": 1, "Scopes": 2}.keys(), ("trace_id", "Scopes"))[1] is False
+    assert proc._plan({"msg": 1, "Scopes": 2}.keys(), ("msg", "Scopes"))[1] is True
+
+
+def test_xray_header_in_any_value_with_its_parent_as_span():
+    rec = one({"msg": "m", "hdr": {"v": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"}})
+    assert (rec.trace_id, rec.span_id, rec.parent_span_id) == (
+        "5759e988bd862e3fe1be46a994272793",
+        "53995c3f42cd8ad8",
+        None,
+    )
+
+
+def test_text_that_only_mentions_root_is_not_an_id():
+    rec = one({"msg": "Root=1-not-a-trace"})
+    assert rec.span_id == line_span(0)
+
+
+def test_x_request_id_derives_the_trace_like_a_correlation_key():
+    recs = traced(orjson.dumps({"x-request-id": "r-1", "n": 1}), orjson.dumps({"request_X-Request-Id": "r-1"}))
+    expected = hashlib.blake2b(b"r-1", digest_size=16, person=b"obsbox-corr").hexdigest()
+    assert {r.trace_id for r in recs} == {expected}
+    assert recs[0].span_id == line_span(0)
+
+
+def test_x_request_id_yields_to_a_configured_key_and_can_be_turned_off():
+    line = orjson.dumps({"x-request-id": "r-1", "session": "s-1"})
+    (rec,) = traced(line, correlation_keys=["session"])
+    assert rec.trace_id == hashlib.blake2b(b"s-1", digest_size=16, person=b"obsbox-corr").hexdigest()
+    (rec,) = traced(line, request_id_correlation=False)
+    assert (
+        rec.span_id == line_span(0)
+        and rec.trace_id != hashlib.blake2b(b"r-1", digest_size=16, person=b"obsbox-corr").hexdigest()
+    )
+
+
+def test_transaction_id_is_not_a_span_without_a_trace():
+    rec = one({"transaction_id": S16, "amount": 3})
+    assert rec.span_id == line_span(0)
+
+
+def test_gcp_logentry_trace_must_be_a_trace():
+    rec = one({"trace": "projects/p/traces/not-hex", "spanId": S16})
+    assert rec.span_id == line_span(0)  # a span ID alone names no trace: derived
+
+
+OTLP = {
+    "resourceLogs": [
+        {
+            "resource": {
+                "attributes": [
+                    {"key": "service.name", "value": {"stringValue": "orders"}},
+                    {"key": "n", "value": {"intValue": "3"}},
+                    {"key": "ok", "value": {"boolValue": True}},
+                    {"key": "tags", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "1"}]}}},
+                    {"key": "m", "value": {"kvlistValue": {"values": [{"key": "k", "value": {"stringValue": "v"}}]}}},
+                ]
+            },
+            "scopeLogs": [{"scope": {}, "logRecords": [{"body": {"stringValue": f"r{i}"}} for i in range(3)]}],
+        }
+    ]
+}
+
+
+def test_otlp_json_line_becomes_one_record_per_log_record():
+    recs = traced(b'{"a":1}', orjson.dumps(OTLP))
+    assert len(recs) == 4
+    parts = recs[1:]
+    assert {(r.origin, r.offset) for r in parts} == {(ORIGIN, 8)}  # the line's checkpoint identity
+    assert len({r.span_id for r in parts}) == 3 and len({r.trace_id for r in parts}) == 3
+    identity = ORIGIN.key + (8).to_bytes(8, "big")
+    assert parts[0].span_id == hashlib.blake2b(identity, digest_size=8, person=b"obsbox-span").hexdigest()
+    assert (
+        parts[2].span_id
+        == hashlib.blake2b(identity + (2).to_bytes(4, "big"), digest_size=8, person=b"obsbox-span").hexdigest()
+    )
+    assert parts[0].attributes == {
+        "service.name": "orders",
+        "n": "3",
+        "ok": "true",
+        "tags": '["a","1"]',
+        "m": '{"k":"v"}',
+    }
+    out = orjson.loads(parts[1].line())
+    assert out["body"] == {"stringValue": "r1"} and out["trace_id"] == parts[1].trace_id
+
+
+def test_otlp_json_expansion_can_be_turned_off_and_empty_exports_stay_whole():
+    (kept,) = ParseProcessor(ParseConfig(expand_otlp=False), context()).process(records(orjson.dumps(OTLP)))
+    assert kept.fields == OTLP
+    for line in (
+        b'{"resourceLogs":[]}',
+        b'{"resourceLogs":"x"}',
+        b'{"resourceLogs":[{"scopeLogs":[{"logRecords":[1]}]}]}',
+    ):
+        (rec,) = traced(line)
+        assert rec.raw == line and rec.span_id == line_span(0)
+
+
+def test_many_nested_objects_are_all_searched():
+    line = {f"k{i}": {"v": i} for i in range(40)}
+    line["ctx"] = {"trace_id": T32, "span_id": S16}
+    rec = one(line)
+    assert (rec.trace_id, rec.span_id) == (T32, S16)

@@ -3,17 +3,25 @@
 Lines that are not JSON objects (broken UTF-8, plain text, arrays, truncated overlong lines) are
 never dropped: they keep their bytes, get ``parse_error`` (sent as ``obsbox.parse_error`` to Loki and
 OTLP) and are counted in ``obsbox_bridge_parse_errors_total{reason}``.
-Threading: pipeline thread only.
+A line that is an OTLP/JSON export (a top-level ``resourceLogs``) becomes one record per log record
+it holds (see ``otlpjson``), unless ``expand_otlp`` is off. Threading: pipeline thread only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.processors import otlpjson
 from obsbox.exporters.bridge.record import Record
+
+
+@dataclass
+class ParseConfig:
+    expand_otlp: bool = True  # an OTLP/JSON export line becomes its log records
 
 
 def error_reason(raw: bytes, exc: Exception) -> str:
@@ -26,10 +34,13 @@ def error_reason(raw: bytes, exc: Exception) -> str:
 
 class ParseProcessor(Processor):
     type = "parse"
+    Config = ParseConfig
 
     def process(self, records: list[Record]) -> list[Record]:
         loads, decode_error = orjson.loads, orjson.JSONDecodeError
         errors: Counter[str] = Counter()
+        expand = self.config is None or self.config.expand_otlp
+        expanded: dict[int, list[Record]] = {}
         for rec in records:
             if rec.truncated:
                 rec.parse_error = "truncated"
@@ -43,9 +54,13 @@ class ParseProcessor(Processor):
                 continue
             if type(obj) is dict:
                 rec.fields = obj
+                if expand and "resourceLogs" in obj and (parts := otlpjson.expand(rec, obj)):
+                    expanded[id(rec)] = parts
             else:
                 rec.parse_error = "not_an_object"
                 errors["not_an_object"] += 1
         for reason, count in errors.items():
             self.context.metrics.parse_errors.labels(reason).inc(count)
+        if expanded:
+            return [part for rec in records for part in expanded.get(id(rec), (rec,))]
         return records

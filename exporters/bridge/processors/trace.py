@@ -27,6 +27,8 @@ from obsbox.exporters.bridge.record import Record
 _CACHE_LIMIT = 50_000
 _PLAN_LIMIT = 4096
 _STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
+_BREADTH = 16  # elements of a list searched below the top level
+_LEVEL = 256  # objects searched per level: a bound for lines that are mostly data
 
 
 @dataclass
@@ -37,6 +39,7 @@ class TraceConfig:
     forms: list[str] = field(default_factory=lambda: list(traceforms.FORMS))
     inject: bool = True
     max_depth: int = 4
+    request_id_correlation: bool = True  # x-request-id, in any spelling, derives the trace ID (TRACE_IDS.md)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.forms if f not in traceforms.FORMS]
@@ -46,16 +49,26 @@ class TraceConfig:
             raise ValueError("trace_id_field and span_id_field must differ")
 
 
-def line_ids(origin_key: bytes, offset: int) -> tuple[str, str]:
-    """The IDs of a line derived from its identity: (trace ID, span ID)."""
-    identity = origin_key + offset.to_bytes(8, "big")
+def line_ids(origin_key: bytes, offset: int, part: int = 0) -> tuple[str, str]:
+    """The IDs of a line derived from its identity: (trace ID, span ID).
+
+    ``part`` tells apart the records expanded from one line (an OTLP/JSON export line holds many):
+    the identity gains a 4-byte big-endian index; part 0 is the line itself.
+    """
+    identity = _identity(origin_key, offset, part)
     trace = hashlib.blake2b(identity, digest_size=16, person=b"obsbox-trace").hexdigest()
     return _nonzero(trace), line_span_id(origin_key, offset, identity)
 
 
-def line_span_id(origin_key: bytes, offset: int, identity: bytes | None = None) -> str:
-    """The line's own span ID: blake2b-64 of (file fingerprint digest, 8-byte big-endian offset)."""
-    identity = identity or origin_key + offset.to_bytes(8, "big")
+def _identity(origin_key: bytes, offset: int, part: int) -> bytes:
+    identity = origin_key + offset.to_bytes(8, "big")
+    return identity + part.to_bytes(4, "big") if part else identity
+
+
+def line_span_id(origin_key: bytes, offset: int, identity: bytes | None = None, part: int = 0) -> str:
+    """The line's own span ID: blake2b-64 of (file fingerprint digest, 8-byte big-endian offset[,
+    4-byte big-endian part])."""
+    identity = identity or _identity(origin_key, offset, part)
     return _nonzero(hashlib.blake2b(identity, digest_size=8, person=b"obsbox-span").hexdigest())
 
 
@@ -68,6 +81,29 @@ def correlation_trace_id(value: str) -> str:
 
 def _nonzero(text: str) -> str:
     return text if text.strip("0") else text[:-1] + "1"
+
+
+def _below(obj: dict, level: list[tuple[dict, str]]) -> None:
+    """Queue ``obj``'s object values, and the objects in its list values, each with its key."""
+    for key, value in obj.items():
+        if type(value) is dict:
+            level.append((value, key))
+        elif type(value) is list:
+            level.extend((item, key) for item in value[:_BREADTH] if type(item) is dict)
+
+
+def _completed(ctx: traceforms.Context, found: dict[str, Any]) -> traceforms.Context:
+    """Fill a span ID the form lacked from ``spanId``, else Elastic APM's ``transaction.id``; and a
+    missing parent from .NET's ``ParentId``."""
+    trace, span, parent = ctx
+    if span is None and "spanid" in found:
+        span = traceforms.hex_id(found["spanid"], 16)
+    if span is None and "transactionid" in found:
+        span = traceforms.hex_id(found["transactionid"], 16)
+    if parent is None and "parentid" in found:
+        parent = traceforms.parent_span(found["parentid"])
+        parent = None if parent == span else parent  # Application Insights' ParentId named the span
+    return (trace, span, parent)
 
 
 class TraceProcessor(Processor):
@@ -138,14 +174,17 @@ class TraceProcessor(Processor):
         return None, "derived_line"
 
     def _nested(self, fields: dict[str, Any], found: dict[str, Any]) -> None:
-        """Breadth-first through nested objects; a shallower key wins over a deeper one."""
-        level = [(value, key) for key, value in fields.items() if type(value) is dict]
+        """Breadth-first through nested objects and lists of objects (.NET's ``Scopes``), at most
+        ``_BREADTH`` elements of a list and ``_LEVEL`` objects of a level; a shallower key wins over a
+        deeper one."""
+        level: list[tuple[dict, str]] = []
+        _below(fields, level)
         keys = traceforms.KEYS
         for _ in range(self.config.max_depth):
             if not level:
                 return
-            below = []
-            for obj, parent in level:
+            below: list[tuple[dict, str]] = []
+            for obj, parent in level[:_LEVEL]:
                 prefix = self.norm.get(parent) or traceforms.normalize_key(parent)
                 for key, value in obj.items():
                     name = self.norm.get(key) or traceforms.normalize_key(key)
@@ -153,9 +192,12 @@ class TraceProcessor(Processor):
                         found.setdefault(prefix + name, value)
                     elif name in keys:
                         found.setdefault(name, value)
-                    if type(value) is dict:
-                        below.append((value, key))
+                _below(obj, below)
             level = below
+
+    def _request_id(self, found: dict[str, Any]) -> str | None:
+        value = found.get("xrequestid") if self.config.request_id_correlation else None
+        return value if isinstance(value, str) and value.strip() else None
 
     def _correlation(self, fields: dict[str, Any]) -> str | None:
         for key, path in self.correlation:
@@ -168,6 +210,26 @@ class TraceProcessor(Processor):
                 return str(value)
         return None
 
+    def _context(self, rec: Record, fields: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
+        """The line's trace context and where it came from, in priority order: a form over the keys
+        found, an X-Ray header in any value, a configured correlation key, ``x-request-id``."""
+        ctx, source = None, "derived_line"
+        found = self._found(fields)
+        if found:
+            ctx, source = self._read_forms(found)
+        if ctx is None and b"Root=1-" in rec.raw:  # a substring test: no cost for lines without one
+            ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
+            source = "xray_value" if ctx else source
+        if ctx is None and self.correlation:
+            value = self._correlation(fields)
+            if value is not None:
+                ctx, source = (correlation_trace_id(value), None, None), "derived_key"
+        if ctx is None and found and (value := self._request_id(found)) is not None:
+            ctx, source = (correlation_trace_id(value), None, None), "derived_key"
+        if ctx is not None and (ctx[1] is None or (ctx[2] is None and "parentid" in found)):
+            ctx = _completed(ctx, found)
+        return ctx, source
+
     # ---------------------------------------------------------------- the batch
 
     def process(self, records: list[Record]) -> list[Record]:
@@ -177,21 +239,14 @@ class TraceProcessor(Processor):
             fields = rec.fields
             ctx, source = None, "derived_line"
             if fields is not None:
-                found = self._found(fields)
-                if found:
-                    ctx, source = self._read_forms(found)
-                if ctx is None and self.correlation:
-                    value = self._correlation(fields)
-                    if value is not None:
-                        ctx, source = (correlation_trace_id(value), None, None), "derived_key"
-                if ctx is not None and ctx[1] is None and "spanid" in found:
-                    ctx = (ctx[0], traceforms.hex_id(found["spanid"], 16), ctx[2])
+                ctx, source = self._context(rec, fields)
+            part = 0 if type(rec) is Record else getattr(rec, "part", 0)
             if ctx is None:
-                rec.trace_id, rec.span_id = line_ids(rec.origin.key, rec.offset)
+                rec.trace_id, rec.span_id = line_ids(rec.origin.key, rec.offset, part)
             else:
                 rec.trace_id, rec.span_id, rec.parent_span_id = ctx
                 if rec.span_id is None:
-                    rec.span_id = line_span_id(rec.origin.key, rec.offset)
+                    rec.span_id = line_span_id(rec.origin.key, rec.offset, part=part)
             sources[source] += 1
             if inject and fields is not None:
                 rec.injector = self.enriched

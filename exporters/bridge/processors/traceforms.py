@@ -24,14 +24,36 @@ _GCP_TRACE = re.compile(r"(?:projects/[^/]+/traces/)?([0-9a-f]{32})")
 _U64 = 1 << 64
 
 
+# Request headers an access log may keep as fields, and the prefixes proxies put before them:
+# Traefik ``request_<Header>`` (accessLog.fields.headers), nginx ``$http_<header>`` variables.
+HEADERS = (
+    "traceparent",
+    "b3",
+    "xb3traceid",
+    "xb3spanid",
+    "xb3parentspanid",
+    "ubertraceid",
+    "xamzntraceid",
+    "xdatadogtraceid",
+    "xdatadogparentid",
+    "xrequestid",
+)
+HEADER_PREFIXES = ("request", "http", "header")
+HEADER_ALIASES = {prefix + header: header for prefix in HEADER_PREFIXES for header in HEADERS}
+
 # What a form found: (trace ID, span ID or None, parent span ID or None). A plain tuple: this is built
 # for every line, and a NamedTuple costs several times more.
 Context = tuple[str, str | None, str | None]
 
 
 def normalize_key(key: str) -> str:
-    """``X-B3-TraceId`` → ``xb3traceid``: the spelling-independent name of a key."""
-    return key.lower().replace("-", "").replace("_", "").replace(".", "").replace(" ", "")
+    """``X-B3-TraceId`` → ``xb3traceid``: the spelling-independent name of a key.
+
+    A request header kept as a field under a prefix (Traefik's ``request_Traceparent``, nginx's
+    ``http_traceparent``) is the header itself; see ``HEADER_ALIASES``.
+    """
+    name = key.lower().replace("-", "").replace("_", "").replace(".", "").replace(" ", "")
+    return HEADER_ALIASES.get(name, name)
 
 
 def hex_id(value: Any, width: int) -> str | None:
@@ -181,6 +203,35 @@ def datadog(trace_value: Any, span_value: Any) -> Context | None:
     return (trace, format(span, "016x") if span is not None else None, None) if trace else None
 
 
+def xray_in(obj: Mapping[str, Any], depth: int, breadth: int, per_level: int) -> Context | None:
+    """The first string value, at any key, that is an X-Ray header (``Root=1-...``), breadth first
+    (``breadth`` elements of a list, ``per_level`` containers of a level).
+
+    Beside a ``spanId`` in the same object (the Lambda Telemetry API's ``tracing`` object:
+    ``{"spanId", "type": "X-Amzn-Trace-Id", "value"}``) that ``spanId`` is the line's span and the
+    header's ``Parent`` its parent; otherwise ``Parent`` is the span, as in ``xray``.
+    """
+    level = [obj]
+    for _ in range(depth):
+        below: list[Any] = []
+        for item in level[:per_level]:
+            values = item.values() if type(item) is dict else item[:breadth]
+            for value in values:
+                if type(value) is str:
+                    if "Root=1-" in value and (ctx := xray(value)):
+                        if type(item) is dict:
+                            span = next((hex_id(v, 16) for k, v in item.items() if normalize_key(k) == "spanid"), None)
+                            if span:
+                                return (ctx[0], span, ctx[1])
+                        return ctx
+                elif type(value) is dict or type(value) is list:
+                    below.append(value)
+        if not below:
+            return None
+        level = below
+    return None
+
+
 def gcp(trace_value: Any, span_value: Any) -> Context | None:
     """Google Cloud ``logging.googleapis.com/trace`` (``projects/P/traces/<32hex>``) and ``/spanId``."""
     if not isinstance(trace_value, str):
@@ -222,6 +273,26 @@ def _b3(found: Mapping[str, Any]) -> Context | None:
     return (trace_id, hex_id(found.get("xb3spanid"), 16), hex_id(found.get("xb3parentspanid"), 16))
 
 
+def _datadog(found: Mapping[str, Any]) -> Context | None:
+    if "ddtraceid" in found:
+        return datadog(found["ddtraceid"], found.get("ddspanid"))
+    if "xdatadogtraceid" in found:  # the propagation headers, kept by an access log
+        return datadog(found["xdatadogtraceid"], found.get("xdatadogparentid"))
+    return None
+
+
+def _app_insights(found: Mapping[str, Any]) -> Context | None:
+    """Application Insights ``operation_Id`` (the W3C trace ID) with the ID of the request or
+    dependency the item was logged in: ``operation_ParentId`` (classic export, 16 hex or the legacy
+    ``|trace.span.``), or ``ParentId`` (Log Analytics' ``AppTraces``). That item is the line's span."""
+    trace = trace_hex(found["operationid"]) if "operationid" in found else None
+    if trace is None:
+        return None
+    parent = found.get("operationparentid", found.get("parentid"))
+    span = parent_span(parent) if isinstance(parent, str) else None
+    return (trace, span, None)
+
+
 def _first(*keys: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
     def read(found: Mapping[str, Any]) -> Context | None:
         for key in keys:
@@ -247,8 +318,10 @@ FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "b3": _b3,
     "jaeger": _one("ubertraceid", uber_trace_id),
     "xray": _first("xamzntraceid", "xraytraceid", "awsxraytraceid", parse=xray),
-    "datadog": lambda found: datadog(found["ddtraceid"], found.get("ddspanid")) if "ddtraceid" in found else None,
+    "datadog": _datadog,
     "gcp": lambda found: gcp(found[GCP_TRACE], found.get(GCP_SPAN)) if GCP_TRACE in found else None,
+    "gcp_logentry": lambda found: gcp(found["trace"], found.get("spanid")) if "trace" in found else None,
+    "app_insights": _app_insights,
 }
 
 # The keys that make each form worth reading.
@@ -262,10 +335,25 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "b3": ("b3", "xb3traceid"),
     "jaeger": ("ubertraceid",),
     "xray": ("xamzntraceid", "xraytraceid", "awsxraytraceid"),
-    "datadog": ("ddtraceid",),
+    "datadog": ("ddtraceid", "xdatadogtraceid"),
     "gcp": (GCP_TRACE,),
+    "gcp_logentry": ("trace",),
+    "app_insights": ("operationid",),
 }
-SPAN_KEYS = ("spanid", "otelspanid", "@sp", "xb3spanid", "xb3parentspanid", "ddspanid", GCP_SPAN)
+SPAN_KEYS = (
+    "spanid",
+    "otelspanid",
+    "@sp",
+    "xb3spanid",
+    "xb3parentspanid",
+    "ddspanid",
+    "xdatadogparentid",
+    GCP_SPAN,
+    "operationparentid",
+)
+# Read besides the forms: Elastic APM's ``transaction.id`` (the span ID of a line logged in a
+# transaction without a span), and ``x-request-id`` (a correlation value, never a trace ID).
+EXTRA_KEYS = ("transactionid", "xrequestid")
 
 # Every normalized key any form reads.
-KEYS = frozenset({key for keys in TRIGGERS.values() for key in keys} | set(SPAN_KEYS))
+KEYS = frozenset({key for keys in TRIGGERS.values() for key in keys} | set(SPAN_KEYS) | set(EXTRA_KEYS))
