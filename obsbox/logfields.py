@@ -18,6 +18,8 @@ TIME_KEYS = (
     "date",
     "eventTime",
     "TimeStamp",
+    "timeUnixNano",  # OTLP/JSON log records (nanoseconds, as a decimal string)
+    "observedTimeUnixNano",
 )
 LEVEL_KEYS = (
     "level",
@@ -31,8 +33,9 @@ LEVEL_KEYS = (
     "loglevel",
     "SeverityText",
     "LogLevel",
+    "severityText",  # OTLP/JSON log records
 )
-MESSAGE_KEYS = ("message", "msg", "Message", "@m", "@mt", "MessageTemplate", "log", "text")
+MESSAGE_KEYS = ("message", "msg", "Message", "@m", "@mt", "MessageTemplate", "log", "text", "body")
 SERVICE_KEYS = ("service.name", "service_name", "service", "Service", "ServiceName", "app", "application")
 
 # OTel severity numbers (logs data model): the first number of each range.
@@ -174,6 +177,9 @@ def severity(fields: dict[str, Any] | None) -> tuple[int, str]:
         return PINO.get(value, 0), str(value)
     if "@mt" in fields or "@m" in fields:  # Serilog CLEF omits @l for Information
         return 9, "Information"
+    number = fields.get("severityNumber")  # an OTLP/JSON log record without severityText
+    if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= 24:
+        return number, ""
     return 0, ""
 
 
@@ -186,6 +192,8 @@ def message(fields: dict[str, Any] | None) -> str | None:
     if not fields:
         return None
     value = first(fields, MESSAGE_KEYS)
+    if isinstance(value, dict):  # an OTLP/JSON body: {"stringValue": "..."}
+        value = value.get("stringValue")
     return value if isinstance(value, str) else None
 
 

@@ -7,13 +7,13 @@ checkpoint stays with the batch, so acknowledgement never depends on which recor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from obsbox.logfields import iso_ns, timestamp_ns
 
-Checkpoint = Mapping[Hashable, Any]
+Checkpoint = Mapping[Any, Any]
 """What a source saves once a batch is acknowledged; later entries supersede earlier ones per key."""
 C = TypeVar("C", bound=Checkpoint)
 

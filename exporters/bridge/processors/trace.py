@@ -262,6 +262,8 @@ class TraceProcessor(Processor):
         """
         tf, sf = self.tf, self.sf
         fields = rec.fields
+        if fields is None or rec.trace_id is None or rec.span_id is None:
+            return None  # not a JSON object: written as it is (the injector is set for objects only)
         if tf not in fields and sf not in fields:
             raw = rec.raw
             end = raw.rfind(b"}")

@@ -193,6 +193,7 @@ def datadog(trace_value: Any, span_value: Any) -> Context | None:
     """Datadog ``dd.trace_id`` / ``dd.span_id``: decimal 64-bit, the low half of the W3C trace ID
     (the OTel-Datadog mapping). A 32-hex ``dd.trace_id`` (128-bit mode) is taken as it is."""
     low = decimal_u64(trace_value)
+    trace: str | None
     if low is not None:
         trace = format(low, "032x")
     elif isinstance(trace_value, str) and len(trace_value.strip()) == 32:
@@ -211,11 +212,11 @@ def xray_in(obj: Mapping[str, Any], depth: int, breadth: int, per_level: int) ->
     ``{"spanId", "type": "X-Amzn-Trace-Id", "value"}``) that ``spanId`` is the line's span and the
     header's ``Parent`` its parent; otherwise ``Parent`` is the span, as in ``xray``.
     """
-    level = [obj]
+    level: list[Any] = [obj]
     for _ in range(depth):
         below: list[Any] = []
         for item in level[:per_level]:
-            values = item.values() if type(item) is dict else item[:breadth]
+            values = item.values() if isinstance(item, dict) else item[:breadth]
             for value in values:
                 if type(value) is str:
                     if "Root=1-" in value and (ctx := xray(value)):
