@@ -23,14 +23,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     commands = p.add_subparsers(dest="slo_command", metavar="SUBCOMMAND", required=True)
 
     build = commands.add_parser("build", help="write the rules file", description="Write the rules file.")
-    build.add_argument(
-        "spec",
-        type=Path,
-        nargs="?",
-        default=DEFAULT_SPEC,
-        metavar="SLO_YAML",
-        help="the SLO spec (default: the shipped example)",
-    )
     build.add_argument("--out", type=Path, metavar="RULES_FILE", help="where to write (default: standard output)")
     _log_rule_options(build)
     build.set_defaults(func=_build)
@@ -41,7 +33,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Validate an SLO spec and print its SLOs with their alert thresholds. With --rules, "
         "exit 1 when that file is not what `obsbox slo build` would write.",
     )
-    check.add_argument(
+    check.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the generated rules file to compare")
+    _log_rule_options(check)
+    check.set_defaults(func=_check)
+
+
+def _log_rule_options(p: argparse.ArgumentParser) -> None:
+    """The options ``build`` and ``check`` share: the spec, and the log rules whose alerts to add."""
+    p.add_argument(
         "spec",
         type=Path,
         nargs="?",
@@ -49,12 +48,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SLO_YAML",
         help="the SLO spec (default: the shipped example)",
     )
-    check.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the generated rules file to compare")
-    _log_rule_options(check)
-    check.set_defaults(func=_check)
-
-
-def _log_rule_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--log-rules",
         type=Path,

@@ -190,27 +190,33 @@ class FileReader:
             result.overlong = self._split_entries(data, out, room)
         return result
 
+    def _lines_from(self, data: bytes, out: list[Record]) -> tuple[bytes, int] | None:
+        """The bytes to cut into lines (the partial line kept, then ``data``) and the offset they start
+        at; None while still inside an overlong line, whose bytes are skipped. An overlong line that
+        ends in ``data`` is appended to ``out`` (truncated and flagged)."""
+        if self.skipping is not None:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return None
+            out.append(self.skipping)
+            self.skipping = None
+            base = self.read_offset - len(data) + newline + 1
+            self.emitted = base
+            return data[newline + 1 :], base
+        base = self.read_offset - len(data) - len(self.partial)
+        return (self.partial + data if self.partial else data), base
+
     def _split(self, data: bytes, out: list[Record], room: int) -> int:
         """Cut ``data`` into lines. Hot path: one ``split``, one Record per line, nothing else.
         Returns how many lines were cut at ``max_line_bytes``."""
         max_line = self.max_line_bytes
-        overlong = 0
-        if self.skipping is not None:
-            newline = data.find(b"\n")
-            if newline < 0:
-                return 0  # still inside the overlong line; its bytes are skipped
-            skipped = self.skipping
-            self.skipping = None
-            out.append(skipped)
-            overlong += 1
-            room -= 1
-            base = self.read_offset - len(data) + newline + 1
-            self.emitted = base
-            data = data[newline + 1 :]
-        else:
-            base = self.read_offset - len(data) - len(self.partial)
-            if self.partial:
-                data = self.partial + data
+        before = len(out)
+        start = self._lines_from(data, out)
+        if start is None:
+            return 0  # still inside the overlong line; its bytes are skipped
+        data, base = start
+        overlong = len(out) - before  # the overlong line that ended here
+        room -= overlong
         parts = data.split(b"\n")
         partial = parts.pop()
         origin = self.origin
@@ -243,19 +249,12 @@ class FileReader:
         at the first entry of a join still open, so a saved position never falls inside one."""
         joiner = self.joiner
         assert joiner is not None
-        if self.skipping is not None:  # inside an entry longer than any runtime writes: skip to its end
-            newline = data.find(b"\n")
-            if newline < 0:
-                return 0
-            out.append(self.skipping)
-            room -= 1
-            self.skipping = None
-            base = self.read_offset - len(data) + newline + 1
-            data = data[newline + 1 :]
-        else:
-            base = self.read_offset - len(data) - len(self.partial)
-            if self.partial:
-                data = self.partial + data
+        skipped = len(out)
+        start = self._lines_from(data, out)  # an entry longer than any runtime writes is skipped
+        if start is None:
+            return 0
+        data, base = start
+        room -= len(out) - skipped
         parts = data.split(b"\n")
         partial = parts.pop()
         origin = self.origin
