@@ -46,9 +46,7 @@ LabelKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
 class LokiConfig:
     url: str
     labels: dict[str, str] = field(default_factory=dict)
-    dynamic_labels: list[DynamicLabel] = field(
-        default_factory=lambda: list(DYNAMIC)
-    )
+    dynamic_labels: list[DynamicLabel] = field(default_factory=lambda: list(DYNAMIC))
     service_name: str | None = None
     job: str = "obsbox"
     structured_metadata: list[str] = field(default_factory=list)
