@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from obsbox import conventions as c
@@ -28,6 +29,14 @@ FOLDER_PAGE = 1000
 
 class GrafanaError(RuntimeError):
     """A request Grafana refused, or could not be sent; the message names the fix."""
+
+
+def _answer(value: object, expected: type[dict] | type[list], doing: str) -> Any:
+    """Grafana's decoded answer, checked to be the JSON object or array its API documents."""
+    if not isinstance(value, expected):
+        shape = "an object" if expected is dict else "an array"
+        raise GrafanaError(f"Grafana answered {value!r:.80} where {shape} was expected, while trying to {doing}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -190,23 +199,27 @@ class Grafana:
 
     # ------------------------------------------------------------ folders and dashboards
 
-    def folder_uid(self, title: str, create: bool = True) -> str:
-        """The UID of the folder titled ``title``, created when it does not exist."""
+    def folder_uid(self, title: str, create: bool = True) -> str | None:
+        """The UID of the folder titled ``title``, created when it does not exist (None when it does
+        not and ``create`` is False)."""
         found = self._find_folder(title)
         if found is not None or not create:
             return found
+        doing = f"create the folder {title!r}"
         try:
-            created = self.request("POST", "/api/folders", {"title": title}, what=f"create the folder {title!r}")
+            answer = self.request("POST", "/api/folders", {"title": title}, what=doing)
         except GrafanaError:
             found = self._find_folder(title)  # created meanwhile by someone else (409)
             if found is None:
                 raise
             return found
+        created: dict[str, Any] = _answer(answer, dict, doing)
         return created["uid"]
 
     def _find_folder(self, title: str) -> str | None:
         folders = self.request("GET", f"/api/folders?limit={FOLDER_PAGE}", what="list the folders")
-        for folder in folders or []:
+        listed: list[Any] = [] if folders is None else _answer(folders, list, "list the folders")
+        for folder in listed:
             if folder.get("title") == title:
                 return folder["uid"]
         return None
@@ -215,9 +228,9 @@ class Grafana:
         body: dict = {"dashboard": {**model, "id": None}, "overwrite": True, "message": message}
         if folder_uid:
             body["folderUid"] = folder_uid
-        return self.request(
-            "POST", "/api/dashboards/db", body, what=f"save the dashboard {model.get('title')!r} ({model.get('uid')})"
-        )
+        doing = f"save the dashboard {model.get('title')!r} ({model.get('uid')})"
+        saved: dict[str, Any] = _answer(self.request("POST", "/api/dashboards/db", body, what=doing), dict, doing)
+        return saved
 
 
 def import_dashboards(

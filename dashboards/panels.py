@@ -100,8 +100,10 @@ class TempoTarget:
         }
 
 
-def targets(queries: Sequence[Query], *, instant: bool = False, fmt: str = "time_series", exemplar: bool = False):
-    out = []
+def targets(
+    queries: Sequence[Query], *, instant: bool = False, fmt: str = "time_series", exemplar: bool = False
+) -> list[PromTarget | TempoTarget]:
+    out: list[PromTarget | TempoTarget] = []
     for index, query in enumerate(queries):
         ref = chr(ord("A") + index)
         if query.lang == "traceql":
@@ -416,6 +418,8 @@ class ObsboxDashboard(g.Dashboard):
 
     def to_json_data(self):
         data = to_plain(super().to_json_data())
+        if not isinstance(data, dict):
+            raise DashboardError(f"a dashboard's JSON must be an object, got {type(data).__name__}")
         check_datasources(data)
         for key in ("rows", "style", "hideControls", "sharedCrosshair", "gnetId", "__inputs"):
             data.pop(key, None)

@@ -168,13 +168,17 @@ def draw(chart: Chart) -> bytes:
     ax.set_title(chart.title)
     ax.set_ylabel(chart.unit)
     ax.grid(True, alpha=0.3)
+    # x values are datetimes: matplotlib plots them through the unit converter that matplotlib/dates.py
+    # registers for datetime.datetime (units.registry); its type stubs list only numbers and arrays
     if chart.stacked and chart.series:
         times = _timeline(chart.series)
         stacks = [_on(times, s) for _, s in chart.series]
-        ax.stackplot([_dt(t) for t in times], stacks, labels=[name for name, _ in chart.series], alpha=0.85)
+        x = [_dt(t) for t in times]
+        labels = [name for name, _ in chart.series]
+        ax.stackplot(x, stacks, labels=labels, alpha=0.85)  # type: ignore[arg-type]  # stubs omit datetimes
     else:
         for name, s in chart.series:
-            ax.plot([_dt(t) for t in s.times], s.values, label=name, linewidth=1.6)
+            ax.plot([_dt(t) for t in s.times], s.values, label=name, linewidth=1.6)  # type: ignore[arg-type]  # stubs omit datetimes
     for line in chart.lines:
         ax.axhline(line.value, linestyle="--", linewidth=1.2, color="red", alpha=0.8, label=line.label)
     if not chart.has_data:

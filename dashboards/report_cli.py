@@ -86,7 +86,10 @@ def _report(args: argparse.Namespace) -> int:
         rate_interval = seconds(args.rate_interval)
         with slos.using(args.slo):
             spec = slos.load()
-            threshold = slos.reply_latency_slo(spec).sli.threshold
+            latency = slos.reply_latency_slo(spec)
+        threshold = latency.sli.threshold
+        if threshold is None:  # the spec's validation requires one; say so rather than fail later
+            raise ValueError(f"the latency SLO {latency.name!r} has no threshold")
         result = report.build_report(
             args.prometheus,
             start,

@@ -56,7 +56,7 @@ class RouteTemplates:
     """
 
     def __init__(self, templates: Iterable[str] = (), cap: int = 50, memo_size: int = 4096) -> None:
-        self.templates = []
+        self.templates: list[tuple[str, re.Pattern[str]]] = []
         for template in templates:
             if not template.startswith("/"):
                 raise ValueError(f"route template {template!r} must start with '/'")
@@ -92,7 +92,8 @@ class RouteTemplates:
 
 
 def _split_params(template: str) -> list[str]:
-    parts, last = [], 0
+    parts: list[str] = []
+    last = 0
     for match in _PARAM.finditer(template):
         parts.extend((template[last : match.start()], match.group()))
         last = match.end()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from logging.handlers import QueueListener
 from typing import Any
 
 from logging_loki import LokiQueueHandler
@@ -53,6 +54,9 @@ class LokiTraceHandler(LokiQueueHandler):
     ``service_name`` plus ``tags`` (keep them low-cardinality) and the library's ``severity`` and
     ``logger``. Call ``close()`` (logging.shutdown does) to send what is queued before exit.
     """
+
+    # started by LokiQueueHandler.__init__; None once close() has stopped it
+    listener: QueueListener | None
 
     def __init__(
         self,

@@ -16,18 +16,39 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Tracer
 
 from obsbox import conventions
 from obsbox.exporters.gateway_metrics import GatewayMetrics
 
 
-class Instruments(Protocol):
-    """What a request reports into: the app's ``Instrumentation`` (which imports this module)."""
+class StageSettings(Protocol):
+    """The part of the app's ``InstrumentConfig`` that ``stage()`` reads."""
 
-    metrics: GatewayMetrics
-    model_label: Callable[[Any], str]
-    gpu_label: Callable[[Any], str]
+    @property
+    def stage_spans(self) -> bool: ...
+
+
+class Instruments(Protocol):
+    """What a request reports into: the app's ``Instrumentation`` (which imports this module).
+
+    Every member that ``request`` and ``stages`` read is listed here, read-only (so the app may
+    hold a subtype, e.g. a ``BoundedLabel`` where a label function is expected)."""
+
+    @property
+    def metrics(self) -> GatewayMetrics: ...
+    @property
+    def model_label(self) -> Callable[[str | None], str]: ...
+    @property
+    def gpu_label(self) -> Callable[[str | None], str]: ...
+    @property
+    def config(self) -> StageSettings: ...
+    @property
+    def tracer(self) -> Tracer: ...
+    @property
+    def stages(self) -> tuple[str, ...]: ...
+    @property
+    def stage_set(self) -> frozenset[str]: ...
 
 
 _current: ContextVar[RequestScope | None] = ContextVar("obsbox_request", default=None)
@@ -141,9 +162,8 @@ def set_gpu_memory_utilization(ratio: float, gpu: str = "0") -> None:
     if not isinstance(ratio, int | float) or not 0.0 <= ratio <= 1.0:
         raise ValueError(f"set_gpu_memory_utilization: ratio must be within 0..1, got {ratio!r}")
     scope = _current.get()
-    if scope is not None and scope.instrumentation.metrics.gpu_memory is not None:
-        m = scope.instrumentation.metrics
-        m.child(m.gpu_memory, scope.instrumentation.gpu_label(gpu)).set(ratio)
+    if scope is not None and (gauge := scope.instrumentation.metrics.gpu_memory) is not None:
+        scope.instrumentation.metrics.child(gauge, scope.instrumentation.gpu_label(gpu)).set(ratio)
 
 
 def _check_count(where: str, name: str, value: int) -> None:

@@ -11,10 +11,12 @@ import functools
 import inspect
 import time
 from collections.abc import Callable
+from contextvars import Token
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 
 from obsbox.exporters import request as _request
 
@@ -58,8 +60,8 @@ class stage:  # noqa: N801  (reads as a function at the call site: ``with stage(
         self.name = name
         self.into = into
         self.seconds = 0.0
-        self._span = None
-        self._token = None
+        self._span: trace.Span | None = None
+        self._token: Token[Context] | None = None
 
     def __enter__(self) -> stage:
         scope = self._scope = _request.current_request()
@@ -78,12 +80,13 @@ class stage:  # noqa: N801  (reads as a function at the call site: ``with stage(
         scope = self._scope
         if scope is None:
             return
-        if self._span is not None:
-            otel_context.detach(self._token)
+        span, token = self._span, self._token
+        if span is not None and token is not None:  # set together by __enter__
+            otel_context.detach(token)
             if exc is not None:
-                self._span.record_exception(exc)
-                self._span.set_status(trace.StatusCode.ERROR, f"{exc_type.__name__}: {exc}")
-            self._span.end()
+                span.record_exception(exc)
+                span.set_status(trace.StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            span.end()
             self._span = self._token = None
         _observe(scope, self.name, self.seconds)
 

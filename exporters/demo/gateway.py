@@ -129,15 +129,18 @@ class DemoGateway:
             status, level, message = 499, "Warning", "client closed the request before the reply was complete"
             raise
         finally:
-            if self.log is not None:
-                self._log(chat, status, level, message, start)
+            self._log(chat, status, level, message, start)
 
     def _log(self, chat: Chat, status: int, level: str, message: str, start: float) -> None:
+        """One line in the legacy JSON log, when the gateway writes one (``log_dir``)."""
+        log = self.log
+        if log is None:
+            return
         ctx = trace.get_current_span().get_span_context()
         trace_id, span_id = (
             (ctx.trace_id, ctx.span_id) if ctx.is_valid else (uuid.uuid4().int, self.rng.getrandbits(64) or 1)
         )
-        self.log.request(
+        log.request(
             trace_id=trace_id,
             span_id=span_id,
             route=ROUTE,
@@ -171,7 +174,7 @@ class _Reply:
         if not self.started:
             self.started = True
             await self.send({"type": "http.response.start", "status": 200, "headers": SSE})
-        event = {"id": self.id, "object": "chat.completion.chunk", "model": self.chat.model}
+        event: dict[str, Any] = {"id": self.id, "object": "chat.completion.chunk", "model": self.chat.model}
         event["choices"] = [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
         chunk = b"data: " + orjson.dumps(event) + b"\n\n"
         await self.send({"type": "http.response.body", "body": chunk, "more_body": True})

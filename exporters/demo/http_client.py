@@ -53,11 +53,12 @@ class Connection:
             raise
 
     async def _request(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Exchange:
-        if self.conn is None or self.conn.our_state is not h11.IDLE:
-            await self.close()
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            self.conn = h11.Connection(h11.CLIENT)
         conn, reader, writer = self.conn, self.reader, self.writer
+        if conn is None or reader is None or writer is None or conn.our_state is not h11.IDLE:
+            await self.close()
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+            conn = h11.Connection(h11.CLIENT)
+            self.reader, self.writer, self.conn = reader, writer, conn
         all_headers = [("Host", f"{self.host}:{self.port}"), ("Content-Length", str(len(body))), *headers]
         data = conn.send(h11.Request(method=method, target=target, headers=all_headers))
         data += conn.send(h11.Data(data=body)) if body else b""

@@ -147,7 +147,7 @@ def reply_text(body: bytes, stream: bool) -> str:
     """The assistant's text from an SSE stream or a JSON reply."""
     if not stream:
         return orjson.loads(body)["choices"][0]["message"]["content"]
-    parts = []
+    parts: list[str] = []
     for line in body.split(b"\n\n"):
         if line.startswith(b"data: {"):
             event = orjson.loads(line[6:])

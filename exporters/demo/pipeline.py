@@ -167,7 +167,8 @@ class Pipeline:
         try:
             with stage("decode", chat.stages) as s:
                 start = time.perf_counter()
-                produced, pending = 0, []
+                produced = 0
+                pending: list[str] = []
                 while produced < total:
                     per_token = m.decode_ms_per_token * (1.0 + gpu.decoding / m.decode_batch_knee)
                     step = 1 if produced < warm else min(m.stream_chunk_tokens, total - produced)

@@ -44,7 +44,8 @@ class DemoOptions:
 def otel_from_env() -> tuple[OtelConfig, list[str]]:
     """Export a signal over OTLP only where the environment names an endpoint or an exporter, so
     a demo on a laptop without a collector does not log connection errors. Returns notes to print."""
-    choices, off = {}, []
+    choices: dict[str, str | None] = {}  # per signal: "none", or None (OtelConfig's default: the environment)
+    off: list[str] = []
     for signal_name in ("traces", "metrics", "logs"):
         configured = any(
             os.environ.get(var)
@@ -54,11 +55,14 @@ def otel_from_env() -> tuple[OtelConfig, list[str]]:
                 f"OTEL_{signal_name.upper()}_EXPORTER",
             )
         )
+        choices[signal_name] = None if configured else "none"
         if not configured:
-            choices[f"{signal_name}_exporter"] = "none"
             off.append(signal_name)
     notes = [f"OTLP export off for {', '.join(off)} (set OTEL_EXPORTER_OTLP_ENDPOINT to send them)"] if off else []
-    return OtelConfig(**choices), notes
+    otel = OtelConfig(
+        traces_exporter=choices["traces"], metrics_exporter=choices["metrics"], logs_exporter=choices["logs"]
+    )
+    return otel, notes
 
 
 def load_command(opts: DemoOptions, target: str, summary: Path) -> list[str]:

@@ -66,8 +66,8 @@ class LocalStack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.ports = {name: free_port(conventions.PORTS[name]) for name in ("gateway", "bridge_metrics", "otlp_http")}
-        self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()
-        otlp = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{self.receiver.url}/v1/traces", "OTEL_SERVICE_NAME": "gateway"}
+        receiver = self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()
+        otlp = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces", "OTEL_SERVICE_NAME": "gateway"}
         self._spawn(
             "gateway",
             [
@@ -84,27 +84,28 @@ class LocalStack:
             otlp,
         )
         bridge_config = self.workdir / "bridge.yaml"
-        bridge_config.write_text(yaml.safe_dump(self._bridge_pipeline(), sort_keys=False))
+        bridge_config.write_text(yaml.safe_dump(self._bridge_pipeline(receiver.url), sort_keys=False))
         self._spawn(
             "bridge", ["bridge", "--config", str(bridge_config), "--metrics-port", str(self.ports["bridge_metrics"])]
         )
-        if self.config.prometheus and shutil.which("prometheus"):
-            self._start_prometheus()
+        if self.config.prometheus and (binary := shutil.which("prometheus")):
+            self._start_prometheus(binary)
 
-    def _bridge_pipeline(self) -> dict:
+    def _bridge_pipeline(self, otlp_url: str) -> dict:
+        """The bridge's config: tail the gateway's log, write it enriched, send its spans to ``otlp_url``."""
         processors = ["parse", "trace", "redact", "log_metrics"]
         return {
             "sources": {"tail": {"include": [str(self.workdir / "logs" / "*.json")]}},
             "processors": {name: {} for name in processors},
             "sinks": {
                 "file": {"path": str(self.workdir / "enriched.jsonl")},
-                "spans": {"endpoint": self.receiver.url, "service_name": "gateway-from-logs"},
+                "spans": {"endpoint": otlp_url, "service_name": "gateway-from-logs"},
             },
             "pipelines": {"logs": {"sources": ["tail"], "processors": processors, "sinks": ["file", "spans"]}},
             "settings": {"state_dir": str(self.workdir / "state"), "progress": False, "poll_interval": "100ms"},
         }
 
-    def _start_prometheus(self) -> None:
+    def _start_prometheus(self, binary: str) -> None:
         folder = self.workdir / "prometheus"
         folder.mkdir(exist_ok=True)
         spec = self.config.slo_spec or slo.DEFAULT_SPEC
@@ -125,7 +126,7 @@ class LocalStack:
         (folder / "prometheus.yml").write_text(yaml.safe_dump(config, sort_keys=False))
         self.ports["prometheus"] = free_port(conventions.PORTS["prometheus"])
         argv = [
-            shutil.which("prometheus"),
+            binary,
             f"--config.file={folder / 'prometheus.yml'}",
             f"--storage.tsdb.path={folder / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.ports['prometheus']}",
@@ -163,6 +164,9 @@ class LocalStack:
             self.receiver.stop()
 
     def urls(self) -> dict[str, str]:
+        """Where each part listens; only once ``start()`` has run."""
+        if self.receiver is None:
+            raise RuntimeError("LocalStack.urls: the stack is not started (call start() first)")
         urls = {
             "gateway": f"http://127.0.0.1:{self.ports['gateway']}/v1/chat/completions",
             "gateway metrics": f"http://127.0.0.1:{self.ports['gateway']}/metrics",

@@ -14,6 +14,7 @@ Threading: pipeline thread only; prometheus-client metrics are themselves thread
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ class LogMetricsProcessor(Processor):
             if self.stages is not None and fields is not None:
                 breakdown = fields.get(self.config.breakdown_field)
                 if isinstance(breakdown, dict):
-                    self._breakdown(breakdown, fields)
+                    self._breakdown(self.stages, breakdown, fields)
         return records
 
     def _rules(self, rec: Record, fields: dict[str, Any] | None) -> None:
@@ -119,18 +120,10 @@ class LogMetricsProcessor(Processor):
             match = rule.compiled.search(text)
             if match is None:
                 continue
-            value = 1.0
-            if rule.value is not None:
-                raw = (
-                    match.group(rule.value.group)
-                    if rule.value.group is not None
-                    else (lookup(fields, rule.value.field) if fields is not None else None)
-                )
-                value = number(raw)
-                if value is None:
-                    self.context.metrics.errors.labels("log_metrics_value").inc()
-                    continue
-                value *= rule.scale
+            value = self._value(rule, match, fields)
+            if value is None:
+                self.context.metrics.errors.labels("log_metrics_value").inc()
+                continue
             instrument = self.instruments[rule.name]
             if rule.labels:
                 instrument = instrument.labels(
@@ -143,12 +136,27 @@ class LogMetricsProcessor(Processor):
             else:
                 instrument.set(value)
 
+    @staticmethod
+    def _value(rule: Rule, match: re.Match[str], fields: dict[str, Any] | None) -> float | None:
+        """1 for a rule without ``value``; else the scaled number from its group or field, None if
+        that is not a number."""
+        if rule.value is None:
+            return 1.0
+        raw: Any = None  # ValueFrom holds exactly one of group and field (checked when it loads)
+        if rule.value.group is not None:
+            raw = match.group(rule.value.group)
+        elif rule.value.field is not None and fields is not None:
+            raw = lookup(fields, rule.value.field)
+        parsed = number(raw)
+        return None if parsed is None else parsed * rule.scale
+
     def _label(self, rule: Rule, label: str, selector: str, fields: dict[str, Any] | None) -> str:
         if selector == "service":
             return self.bound(rule.metric, label, self._service(fields))
         return self.bound(rule.metric, label, lookup(fields, selector) if fields is not None else None)
 
-    def _breakdown(self, breakdown: dict[str, Any], fields: dict[str, Any]) -> None:
+    def _breakdown(self, stages: Any, breakdown: dict[str, Any], fields: dict[str, Any]) -> None:
+        """Observe each stage of ``breakdown`` into ``stages`` (the shared stage histogram)."""
         service = self.bound(conventions.LOG_STAGE_DURATION, "service", self._service(fields))
         for key, value in breakdown.items():
             stage = stage_name(key)
@@ -156,4 +164,4 @@ class LogMetricsProcessor(Processor):
             if stage is None or ms is None or ms < 0:
                 continue
             stage = self.bound(conventions.LOG_STAGE_DURATION, "stage", stage)
-            self.stages.labels(service, stage).observe(ms / 1000.0)
+            stages.labels(service, stage).observe(ms / 1000.0)

@@ -36,16 +36,17 @@ from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 PUSH_PATH = "/loki/api/v1/push"
 INDEXED = frozenset(conventions.LOKI_INDEX_ATTRIBUTES)
-DYNAMIC = ("service_name",)
+DynamicLabel = Literal["service_name", "job", "level", "filename"]
+DYNAMIC: tuple[DynamicLabel, ...] = ("service_name",)
+# what a stream's labels depend on: service, level, file path, the file's resource attributes
+LabelKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
 
 
 @dataclass
 class LokiConfig:
     url: str
     labels: dict[str, str] = field(default_factory=dict)
-    dynamic_labels: list[Literal["service_name", "job", "level", "filename"]] = field(
-        default_factory=lambda: list(DYNAMIC)
-    )
+    dynamic_labels: list[DynamicLabel] = field(default_factory=lambda: list(DYNAMIC))
     service_name: str | None = None
     job: str = "obsbox"
     structured_metadata: list[str] = field(default_factory=list)
@@ -85,7 +86,7 @@ class LokiSink(NetworkSink):
             )
         )
         self.dynamic = set(config.dynamic_labels)
-        self.label_sets: dict[tuple[str, str, str], tuple[tuple[str, str], ...]] = {}
+        self.label_sets: dict[LabelKey, tuple[tuple[str, str], ...]] = {}
 
     def target_url(self) -> str:
         url = self.config.url.rstrip("/")
@@ -101,7 +102,7 @@ class LokiSink(NetworkSink):
             or "unknown_service"
         )
         level = logfields.level_label(logfields.severity(fields)[0])
-        key = (service, level, rec.origin.path, resource)
+        key: LabelKey = (service, level, rec.origin.path, resource)
         labels = self.label_sets.get(key)
         if labels is None:  # few distinct sets: build and sort each once
             if len(self.label_sets) > 10_000:
@@ -141,9 +142,9 @@ class LokiSink(NetworkSink):
         fields = rec.fields
         if fields:
             for key in self.config.structured_metadata:
-                value = fields.get(key)
-                if value is not None:
-                    meta[key.replace(".", "_")] = value if isinstance(value, str) else orjson.dumps(value).decode()
+                found = fields.get(key)
+                if found is not None:
+                    meta[key.replace(".", "_")] = found if isinstance(found, str) else orjson.dumps(found).decode()
         return meta
 
     def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:

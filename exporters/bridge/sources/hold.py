@@ -28,15 +28,18 @@ class Holder:
         self.count = 0  # links made by this process
 
     def link_path(self, dev: int, ino: int) -> Path:
+        if self.folder is None:
+            raise RuntimeError("Holder.link_path: holding is off (no folder for the links)")
         return self.folder / f"{dev}-{ino}"
 
     def hold(self, dev: int, ino: int, path: str) -> str | None:
         """Link the file we opened as (dev, ino) at ``path``; the link's path, or None."""
-        if not self.enabled:
+        folder = self.folder
+        if not self.enabled or folder is None:
             return None
         target = self.link_path(dev, ino)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 st = os.stat(target)
                 if (st.st_dev, st.st_ino) == (dev, ino):
@@ -69,6 +72,7 @@ class Holder:
 
     def held(self) -> list[str]:
         """Every link left by an earlier run."""
-        if not self.enabled or not self.folder.is_dir():
+        folder = self.folder
+        if not self.enabled or folder is None or not folder.is_dir():
             return []
-        return sorted(str(p) for p in self.folder.iterdir() if p.is_file())
+        return sorted(str(p) for p in folder.iterdir() if p.is_file())
