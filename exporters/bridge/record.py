@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from obsbox.logfields import iso_ns, timestamp_ns
+from obsbox.logfields import service as service_name
 
 Checkpoint = Mapping[Any, Any]
 """What a source saves once a batch is acknowledged; later entries supersede earlier ones per key."""
@@ -76,6 +77,19 @@ class Record:
         if self.injector is not None:
             self.out, self.injector = self.injector(self), None
         return self.raw if self.out is None else self.out
+
+    def service(self) -> str | None:
+        """The service the line names, else its attributes (an OTLP/JSON record's resource), else
+        its file's path (a Kubernetes container); None when none does."""
+        own = service_name(self.fields)
+        if own is not None:
+            return own
+        if self.attributes is not None and self.attributes.get("service.name"):
+            return self.attributes["service.name"]
+        for key, value in self.origin.resource:
+            if key == "service.name":
+                return value
+        return None
 
     def time_ns(self) -> int | None:
         """The line's own time, else the container runtime's (CRI, Docker), else None."""

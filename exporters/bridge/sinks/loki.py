@@ -95,12 +95,7 @@ class LokiSink(NetworkSink):
     def labels(self, rec: Record) -> tuple[tuple[str, str], ...]:
         fields = rec.fields
         resource = rec.origin.resource
-        service = (
-            self.config.service_name
-            or logfields.service(fields)
-            or dict(resource).get("service.name")
-            or "unknown_service"
-        )
+        service = self.config.service_name or rec.service() or "unknown_service"
         level = logfields.level_label(logfields.severity(fields)[0])
         key: LabelKey = (service, level, rec.origin.path, resource)
         labels = self.label_sets.get(key)
