@@ -101,11 +101,25 @@ def timestamp_ns(fields: dict[str, Any] | None) -> int | None:
     value = first(fields, TIME_KEYS)
     if isinstance(value, str):
         return iso_ns(value)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        for scale in (1e9, 1e6, 1e3, 1.0):  # seconds, ms, µs or ns: the one that lands after 2001
-            ns = value * scale
-            if ns / 1e9 > _UNIX_2001:
-                return int(ns)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return epoch_ns(value)
+    return None
+
+
+# (below this, times this): epoch seconds, milliseconds, microseconds, nanoseconds. Each unit's span from
+# 2001 to the year 5138 lies below the next unit's start, so the magnitude tells them apart.
+_EPOCH_UNITS = ((10**11, 10**9), (10**14, 10**6), (10**17, 10**3), (10**20, 1))
+
+
+def epoch_ns(value: float) -> int | None:
+    """An epoch time in s, ms, µs or ns (told apart by magnitude) in nanoseconds; None before 2001."""
+    for below, scale in _EPOCH_UNITS:
+        if value < below:
+            if isinstance(value, int):
+                ns = value * scale
+            else:  # a float holds about 16 digits: microseconds, not nanoseconds, of an epoch time
+                ns = round(value * (scale // 1000)) * 1000 if scale >= 1000 else int(value)
+            return ns if ns > _UNIX_2001 * 10**9 else None
     return None
 
 
@@ -151,11 +165,7 @@ def _parse_iso(text: str) -> int | None:
 
 
 def _digits(text: str) -> int | None:
-    value = int(text)
-    for scale in (10**9, 10**6, 10**3, 1):
-        if value * scale / 1e9 > _UNIX_2001:
-            return value * scale
-    return None
+    return epoch_ns(int(text))
 
 
 def severity(fields: dict[str, Any] | None) -> tuple[int, str]:

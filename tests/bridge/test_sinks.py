@@ -264,3 +264,54 @@ def test_spans_from_a_request_record_form_a_waterfall(receiver, tmp_path):
         assert [s.SerializeToString() for _, s in again.spans] == [s.SerializeToString() for s in spans]
     finally:
         again.stop()
+
+
+def test_records_from_an_otlp_json_line_keep_their_service_time_and_level(receiver, tmp_path):
+    """The collector's file exporter line (OTLP/JSON): each log record reaches Loki under its own
+    resource's service.name, at its own timeUnixNano, with its severityText."""
+    line = orjson.dumps(
+        {
+            "resourceLogs": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "checkout"}}]},
+                    "scopeLogs": [
+                        {
+                            "logRecords": [
+                                {
+                                    "timeUnixNano": "1796040000123456789",
+                                    "severityText": "ERROR",
+                                    "severityNumber": 17,
+                                    "body": {"stringValue": "payment declined"},
+                                    "traceId": T32,
+                                    "spanId": S16,
+                                }
+                            ]
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+    loki = sink(LokiSink, LokiConfig, tmp_path, url=receiver.url)
+    assert loki.export(traced(line)) is ExportResult.SUCCESS
+    (entry,) = receiver.loki
+    assert entry.labels["service_name"] == "checkout" and entry.timestamp_ns == 1796040000123456789
+    assert entry.metadata["severity_text"] == "ERROR" and entry.metadata["trace_id"] == T32
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (1796040000, 1796040000_000000000),  # epoch seconds (logrus, zap's default "ts" is a float)
+        (1796040000.25, 1796040000_250000000),
+        (1796040000123, 1796040000_123000000),  # milliseconds (pino, bunyan-style numbers)
+        ("1796040000123", 1796040000_123000000),
+        (1796040000123456, 1796040000_123456000),  # microseconds
+        ("1796040000123456789", 1796040000_123456789),  # nanoseconds (OTLP/JSON timeUnixNano)
+        (5, None),  # not a time after 2001
+    ],
+)
+def test_epoch_numbers_are_read_in_the_unit_their_size_says(value, expected):
+    from obsbox.logfields import timestamp_ns  # noqa: PLC0415
+
+    assert timestamp_ns({"ts": value}) == expected
