@@ -10,6 +10,7 @@ Arguments in ``OtelConfig`` override the environment, and tests add their own sp
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Sequence
@@ -69,15 +70,13 @@ def protocol(signal: str) -> str:
 
 def _otlp_exporter(signal: str) -> Any:
     """The OTLP exporter class for a signal and the configured protocol, built from the env."""
-    if protocol(signal) == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter  # noqa: PLC0415
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
-    else:
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter  # noqa: PLC0415
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter  # noqa: PLC0415
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: PLC0415
-    return {"traces": OTLPSpanExporter, "metrics": OTLPMetricExporter, "logs": OTLPLogExporter}[signal]()
+    module = "grpc" if protocol(signal) == "grpc" else "http"
+    path, name = {
+        "traces": ("trace_exporter", "OTLPSpanExporter"),
+        "metrics": ("metric_exporter", "OTLPMetricExporter"),
+        "logs": ("_log_exporter", "OTLPLogExporter"),
+    }[signal]
+    return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.{module}.{path}"), name)()
 
 
 @dataclass
@@ -113,8 +112,8 @@ def build(config: OtelConfig) -> OtelProviders:
         owns_tracer_provider=config.tracer_provider is None,
     )
     tp = providers.tracer_provider
-    if not isinstance(tp.id_generator, ActivityIdGenerator):
-        tp.id_generator = ActivityIdGenerator(tp.id_generator)
+    if not isinstance(tp.id_generator, ActivityIdGenerator):  # an app's own provider, kept with its generator
+        tp.id_generator = ActivityIdGenerator(tp.id_generator)  # type: ignore[assignment] # the SDK annotates the attribute with its default class, but takes any IdGenerator
     for processor in config.span_processors:
         tp.add_span_processor(processor)
     traces = exporter_choice("traces", config.traces_exporter)

@@ -18,12 +18,14 @@ import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.record import Record
 
+hyperscan: Any
 try:  # x86_64 wheels; elsewhere the ``re`` path serves
     import hyperscan
 except ImportError:  # pragma: no cover - depends on the platform

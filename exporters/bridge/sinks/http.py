@@ -41,6 +41,7 @@ class HttpEndpoint:
 
     def _connect(self) -> http.client.HTTPConnection:
         if self.conn is None:
+            conn: http.client.HTTPConnection
             if self.https:
                 conn = http.client.HTTPSConnection(
                     self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
