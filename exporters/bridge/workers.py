@@ -1,0 +1,382 @@
+"""Worker processes: the per-line work of a pipeline (parse, trace, redact, and the sinks' encoding)
+spread over the machine's cores, with the reader and the committer staying in order in the bridge.
+
+The bridge's Python is held to one core by the GIL. Reading (a few byte splits per line) and
+delivering (socket writes, which release the GIL) are cheap; parsing, finding trace IDs, redacting
+and encoding OTLP are not. So the pipeline thread reads a batch, hands it to a worker process, and
+reads the next one while the workers run. Results come back in the order the batches were read;
+each is delivered to every sink and committed in that order, one batch in flight at the sinks, as
+without workers. A ``kill -9`` therefore still duplicates at most the batch being delivered: the
+batches still in the workers were never written anywhere.
+
+What crosses the process boundary is small: a batch goes out as tuples of (line, offset, origin,
+truncated, attributes), pickled with each file's :class:`Origin` written once; what comes back is,
+per record, what the processors changed (IDs, a redacted line, a parse error), and for each sink
+that can encode in advance (OTLP, file, stdout) its ready request bodies or bytes. Only when a sink
+needs whole records (Loki, memory, plugins) do the parsed fields travel back too.
+
+A worker that dies (SIGKILL, the OOM killer, a crash in a C extension) breaks the pool: the bridge
+logs it, counts ``obsbox_bridge_errors_total{kind="worker_crash"}``, starts new workers and hands
+them every batch not yet delivered, in order. Nothing was committed for those batches, so nothing
+is lost. A batch that kills its worker three times is processed in the bridge itself.
+
+Workers are forked (no re-import, so they start in milliseconds and their CPU is counted in the
+bridge's own ``rusage`` once they are joined), ignore SIGINT (the bridge stops them), and die with
+the bridge (``PR_SET_PDEATHSIG`` on Linux, else a watchdog thread), so a ``kill -9`` of the bridge
+leaves none behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing
+import os
+import resource
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from typing import Any
+
+from obsbox.exporters.bridge.component import Context, Processor, Sink
+from obsbox.exporters.bridge.config import ComponentSpec
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.record import Record
+
+log = logging.getLogger(__name__)
+
+# processors whose only effects are on the records and on these counters: safe to run in a worker
+WORKER_PROCESSORS = frozenset({"parse", "trace", "redact"})
+COUNTERS = ("parse_errors", "trace_ids", "redactions", "truncated", "errors")
+MAX_CRASHES_PER_BATCH = 3
+PR_SET_PDEATHSIG = 1
+
+Packed = tuple[bytes, int, Any, bool, dict[str, str] | None]
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its affinity mask, e.g. under ``taskset`` or a cgroup)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """One worker per available core; none on a single core, where a worker only adds copying."""
+    cores = available_cores()
+    return cores if cores > 1 else 0
+
+
+def why_not(processors: Sequence[ComponentSpec]) -> str | None:
+    """None when a pipeline's processors can run in workers, else the reason they cannot."""
+    others = [spec.key for spec in processors if spec.key.split("/", 1)[0] not in WORKER_PROCESSORS]
+    if others:
+        return f"processors {others} keep state or metrics of their own and run in the bridge"
+    return None
+
+
+# ---------------------------------------------------------------- packing
+
+
+def pack(records: list[Record]) -> list[Packed]:
+    return [(rec.raw, rec.offset, rec.origin, rec.truncated, rec.attributes) for rec in records]
+
+
+def unpack(packed: list[Packed]) -> list[Record]:
+    records = []
+    for raw, offset, origin, truncated, attributes in packed:
+        rec = Record(raw, origin, offset, truncated)
+        rec.attributes = attributes
+        records.append(rec)
+    return records
+
+
+@dataclass
+class WorkResult:
+    """What a worker sends back for one batch.
+
+    ``changes``: per input record, in order, (redacted line or None, trace ID, span ID, parent span
+    ID, parse error, attributes, fields, enriched line); ``fields`` and the enriched line only when
+    a sink needs whole records. ``records`` replaces ``changes`` when the processors dropped or added
+    records. ``payloads``: per sink, what it encoded in advance, or None. ``counters``: increments of
+    the bridge's counters. ``pid``/``max_rss``: the worker and its peak RSS in KiB."""
+
+    changes: list[tuple] | None
+    records: list[tuple] | None
+    payloads: list[Any]
+    counters: list[tuple[str, dict[str, str], float]]
+    pid: int
+    max_rss: int
+
+
+def apply(result: WorkResult, records: list[Record]) -> list[Record]:
+    """The bridge's records as the worker's processors left them."""
+    if result.changes is None:
+        out = []
+        for raw, offset, origin, truncated, *rest in result.records or []:
+            rec = Record(raw, origin, offset, truncated)
+            _set(rec, rest)
+            out.append(rec)
+        return out
+    for rec, change in zip(records, result.changes, strict=True):
+        raw = change[0]
+        if raw is not None:
+            rec.raw = raw
+        _set(rec, change[1:])
+    return records
+
+
+def _set(rec: Record, change: Sequence[Any]) -> None:
+    rec.trace_id, rec.span_id, rec.parent_span_id, rec.parse_error, rec.attributes, fields, out = change
+    if fields is not None:
+        rec.fields = fields
+    if out is not None:
+        rec.out = out
+
+
+# ---------------------------------------------------------------- the worker side
+
+
+@dataclass
+class Plan:
+    """What a worker builds at start: the pipeline's processors and the sinks' encoders."""
+
+    pipeline: str
+    processors: list[ComponentSpec]
+    sinks: list[ComponentSpec]
+    state_dir: Any
+    once: bool
+    poll_interval: float
+    retry: Any
+
+
+@dataclass
+class _Worker:
+    processors: list[Processor]
+    encoders: list[Callable[[list[Record]], Any] | None]
+    metrics: BridgeMetrics
+    whole: bool  # some sink needs whole records
+    last: dict[tuple[str, tuple], float] = field(default_factory=dict)
+
+
+_here: dict[str, _Worker] = {}  # in a worker process: "worker" → its processors and encoders
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) == 0:
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+            return
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+    def watch() -> None:  # pragma: no cover - not Linux
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _start(plan: Plan, parent: int) -> None:
+    """Worker initializer: signals, parent watch, then the processors and encoders of ``plan``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the bridge stops us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent)
+    metrics = BridgeMetrics()
+
+    def context(spec: ComponentSpec) -> Context:
+        return Context(
+            name=spec.key,
+            metrics=metrics,
+            state_dir=plan.state_dir,
+            pipeline=plan.pipeline,
+            once=plan.once,
+            poll_interval=plan.poll_interval,
+            retry=plan.retry,
+        )
+
+    processors = [spec.cls(spec.config, context(spec)) for spec in plan.processors]
+    encoders = [encoder_of(spec.cls, spec.config, context(spec)) for spec in plan.sinks]
+    _here["worker"] = _Worker(processors, encoders, metrics, whole=any(e is None for e in encoders))
+
+
+def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[list[Record]], Any] | None:
+    """The sink's encoder (``make_encoder``), or None when it needs whole records in the bridge."""
+    make = getattr(cls, "make_encoder", None)
+    return make(config, context) if make is not None else None
+
+
+def process(packed: list[Packed]) -> WorkResult:
+    """Run in a worker: the processors, then every sink's encoder, over one batch."""
+    worker = _here["worker"]  # set by _start, the initializer of every worker process
+    records = unpack(packed)
+    originals = list(records)
+    for processor in worker.processors:
+        records = processor.process(records)
+    payloads = [encode(records) if encode is not None else None for encode in worker.encoders]
+    whole = worker.whole
+    same = len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True))
+    if same:
+        changes = [
+            (
+                rec.raw if rec.raw is not original[0] else None,
+                rec.trace_id,
+                rec.span_id,
+                rec.parent_span_id,
+                rec.parse_error,
+                rec.attributes,
+                rec.fields if whole else None,
+                rec.line() if whole and rec.injector is not None else None,
+            )
+            for rec, original in zip(records, packed, strict=True)
+        ]
+        full = None
+    else:
+        changes = None
+        full = [
+            (
+                rec.raw,
+                rec.offset,
+                rec.origin,
+                rec.truncated,
+                rec.trace_id,
+                rec.span_id,
+                rec.parent_span_id,
+                rec.parse_error,
+                rec.attributes,
+                rec.fields if whole else None,
+                rec.line() if whole and rec.injector is not None else None,
+            )
+            for rec in records
+        ]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), peak)
+
+
+def _counter_increments(worker: _Worker) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for attr in COUNTERS:
+        for metric in getattr(worker.metrics, attr).collect():
+            for sample in metric.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                key = (attr, tuple(sorted(sample.labels.items())))
+                delta = sample.value - worker.last.get(key, 0.0)
+                if delta:
+                    worker.last[key] = sample.value
+                    out.append((attr, sample.labels, delta))
+    return out
+
+
+def add_counters(metrics: BridgeMetrics, increments: list[tuple[str, dict[str, str], float]]) -> None:
+    """Add a worker's counter increments to the bridge's own metrics."""
+    for attr, labels, delta in increments:
+        counter = getattr(metrics, attr)
+        (counter.labels(**labels) if labels else counter).inc(delta)
+
+
+# ---------------------------------------------------------------- the bridge side
+
+
+@dataclass
+class Work:
+    """A batch handed to the workers, kept until it is delivered (a crash hands it out again)."""
+
+    records: list[Record]
+    packed: list[Packed]
+    checkpoints: dict
+    started: float
+    future: Future | None = None
+    crashes: int = 0
+
+
+class WorkerPool:
+    """``count`` forked worker processes for one pipeline; batches in, results in submission order.
+
+    Threading: used from the pipeline thread only."""
+
+    def __init__(self, count: int, plan: Plan, metrics: BridgeMetrics) -> None:
+        if count < 1:
+            raise ValueError("a worker pool needs at least one worker")
+        self.count = count
+        self.plan = plan
+        self.metrics = metrics
+        self.executor: ProcessPoolExecutor | None = None
+        self.peak_rss: dict[int, int] = {}  # worker pid → peak RSS in KiB
+        self.crashes = 0
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self.executor is None:
+            self.executor = ProcessPoolExecutor(
+                self.count,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_start,
+                initargs=(self.plan, os.getpid()),
+            )
+        return self.executor
+
+    def submit(self, work: Work) -> None:
+        try:
+            work.future = self._executor().submit(process, work.packed)
+        except BrokenProcessPool:
+            work.future = None  # picked up by result(), which restarts the pool
+
+    def result(self, work: Work, pending: Sequence[Work]) -> WorkResult | None:
+        """The worker's result for ``work`` (the oldest batch), restarting crashed workers as needed.
+
+        ``pending`` are the later batches, handed out again after a restart. None: this batch
+        crashed its worker too often; the caller processes it in the bridge."""
+        while True:
+            try:
+                if work.future is None:
+                    raise BrokenProcessPool("the pool was broken when the batch was handed out")
+                result = work.future.result()
+            except BrokenProcessPool as exc:
+                work.crashes += 1
+                self._restart(exc, [work, *pending])
+                if work.crashes >= MAX_CRASHES_PER_BATCH:
+                    log.error("a batch crashed its worker %d times: processing it in the bridge", work.crashes)
+                    return None
+                continue
+            self.peak_rss[result.pid] = max(self.peak_rss.get(result.pid, 0), result.max_rss)
+            add_counters(self.metrics, result.counters)
+            return result
+
+    def _restart(self, exc: BaseException, pending: Sequence[Work]) -> None:
+        self.crashes += 1
+        self.metrics.errors.labels("worker_crash").inc()
+        log.error(
+            "a worker process died (%s); starting new workers and handing them the %d batches not yet delivered",
+            exc,
+            len(pending),
+        )
+        self.shutdown(wait=False)
+        for work in pending:
+            if work.crashes < MAX_CRASHES_PER_BATCH:
+                self.submit(work)
+
+    def pids(self) -> list[int]:
+        executor = self.executor
+        processes = getattr(executor, "_processes", None) or {}
+        return list(processes)
+
+    def shutdown(self, wait: bool = True) -> None:
+        executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=True)
+
+    def report(self) -> str:
+        """Workers, their peak RSS (each counts the pages it shares with the bridge since the fork),
+        the bridge process's own, and crashes."""
+        rss = sorted(self.peak_rss.values(), reverse=True)
+        mib = ", ".join(f"{kib / 1024:.1f}" for kib in rss) or "none"
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {own:.1f}; crashes: {self.crashes}"
