@@ -37,11 +37,12 @@ from prometheus_client import start_http_server
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
+from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
-from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, apply, default_workers, pack, why_not
+from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class Pipeline:
         if self.pool is None:
             for processor in self.processors:
                 records = processor.process(records)
-            work = Work(records, [], checkpoints, started)
+            work = Work(records, None, checkpoints, started)
         else:
             work = Work(records, pack(records), checkpoints, started)
             self.pool.submit(work)
@@ -144,7 +145,7 @@ class Pipeline:
             for processor in self.processors:
                 records = processor.process(records)
             return records, None
-        return apply(result, work.records), result.payloads
+        return result.applied(work.records, self.pool.whole), result.payloads
 
     def _settle(self, flight: InFlight) -> bool:
         """Wait for the batch in flight; commit its positions when every sink acknowledged it."""
@@ -209,6 +210,7 @@ class Pipeline:
             if outcome is None:
                 return False
             if outcome.kind != "ok":
+                complete(records)
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
                 dead.write(name, records, f"gave up retrying: {outcome.reason}", None)
                 self.metrics.dead_letters.labels(name).inc(len(records))

@@ -29,6 +29,7 @@ leaves none behind.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import multiprocessing
 import os
@@ -36,14 +37,17 @@ import resource
 import signal
 import threading
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from obsbox.exporters.bridge.component import Context, Processor, Sink
 from obsbox.exporters.bridge.config import ComponentSpec
+from obsbox.exporters.bridge.deferred import Changes, Deferred
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Record
 
@@ -55,7 +59,15 @@ COUNTERS = ("parse_errors", "trace_ids", "redactions", "truncated", "errors")
 MAX_CRASHES_PER_BATCH = 3
 PR_SET_PDEATHSIG = 1
 
-Packed = tuple[bytes, int, Any, bool, dict[str, str] | None]
+
+@dataclass
+class Packed:
+    """A batch on its way to a worker: per run of lines from one file, the file's origin, the lines
+    joined, their lengths and offsets (so pickling costs a few objects, not several per line), and
+    the rare per-line extras (truncated, attributes) by index."""
+
+    runs: list[tuple[Any, bytes, bytes, bytes]]  # (origin, joined lines, lengths, offsets)
+    extras: dict[int, tuple[bool, dict[str, str] | None]]
 
 
 def available_cores() -> int:
@@ -83,16 +95,37 @@ def why_not(processors: Sequence[ComponentSpec]) -> str | None:
 # ---------------------------------------------------------------- packing
 
 
-def pack(records: list[Record]) -> list[Packed]:
-    return [(rec.raw, rec.offset, rec.origin, rec.truncated, rec.attributes) for rec in records]
+def pack(records: list[Record]) -> Packed:
+    runs = []
+    for origin, group in itertools.groupby(records, key=attrgetter("origin")):
+        lines = list(group)
+        raws = [rec.raw for rec in lines]
+        runs.append(
+            (
+                origin,
+                b"".join(raws),
+                array("q", [len(raw) for raw in raws]).tobytes(),
+                array("q", [rec.offset for rec in lines]).tobytes(),
+            )
+        )
+    extras = {
+        index: (rec.truncated, rec.attributes)
+        for index, rec in enumerate(records)
+        if rec.truncated or rec.attributes is not None
+    }
+    return Packed(runs, extras)
 
 
-def unpack(packed: list[Packed]) -> list[Record]:
-    records = []
-    for raw, offset, origin, truncated, attributes in packed:
-        rec = Record(raw, origin, offset, truncated)
-        rec.attributes = attributes
-        records.append(rec)
+def unpack(packed: Packed) -> list[Record]:
+    records: list[Record] = []
+    for origin, joined, lengths, offsets in packed.runs:
+        sizes, where = array("q"), array("q")
+        sizes.frombytes(lengths)
+        where.frombytes(offsets)
+        lines = [joined[start:end] for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=0))]
+        records.extend(map(Record, lines, itertools.repeat(origin), where))
+    for index, (truncated, attributes) in packed.extras.items():
+        records[index].truncated, records[index].attributes = truncated, attributes
     return records
 
 
@@ -100,43 +133,36 @@ def unpack(packed: list[Packed]) -> list[Record]:
 class WorkResult:
     """What a worker sends back for one batch.
 
-    ``changes``: per input record, in order, (redacted line or None, trace ID, span ID, parent span
-    ID, parse error, attributes, fields, enriched line); ``fields`` and the enriched line only when
-    a sink needs whole records. ``records`` replaces ``changes`` when the processors dropped or added
-    records. ``payloads``: per sink, what it encoded in advance, or None. ``counters``: increments of
-    the bridge's counters. ``pid``/``max_rss``: the worker and its peak RSS in KiB."""
+    ``changes`` when the processors kept the batch's records, else ``records``: each record's state
+    as a tuple. ``payloads``: per sink, what it encoded in advance, or None. ``counters``: increments
+    of the bridge's counters. ``pid``, ``max_rss`` (KiB) and ``cpu`` (seconds): the worker so far."""
 
-    changes: list[tuple] | None
+    changes: Changes | None
     records: list[tuple] | None
     payloads: list[Any]
     counters: list[tuple[str, dict[str, str], float]]
     pid: int
     max_rss: int
+    cpu: float
 
-
-def apply(result: WorkResult, records: list[Record]) -> list[Record]:
-    """The bridge's records as the worker's processors left them."""
-    if result.changes is None:
-        out = []
-        for raw, offset, origin, truncated, *rest in result.records or []:
-            rec = Record(raw, origin, offset, truncated)
-            _set(rec, rest)
-            out.append(rec)
-        return out
-    for rec, change in zip(records, result.changes, strict=True):
-        raw = change[0]
-        if raw is not None:
-            rec.raw = raw
-        _set(rec, change[1:])
-    return records
-
-
-def _set(rec: Record, change: Sequence[Any]) -> None:
-    rec.trace_id, rec.span_id, rec.parent_span_id, rec.parse_error, rec.attributes, fields, out = change
-    if fields is not None:
-        rec.fields = fields
-    if out is not None:
-        rec.out = out
+    def applied(self, records: list[Record], whole: bool) -> list[Record]:
+        """The bridge's records as the worker's processors left them; applied at once when a sink
+        needs whole records, else when first needed (see :class:`Deferred`)."""
+        if self.changes is None:
+            out = []
+            for raw, offset, origin, truncated, *rest in self.records or []:
+                rec = Record(raw, origin, offset, truncated)
+                rec.trace_id, rec.span_id, rec.parent_span_id, rec.parse_error, rec.attributes = rest[:5]
+                fields, line = rest[5:]
+                if fields is not None:
+                    rec.fields = fields
+                rec.out = line
+                out.append(rec)
+            return out
+        if whole:
+            self.changes.apply(records)
+            return records
+        return Deferred(records, self.changes)
 
 
 # ---------------------------------------------------------------- the worker side
@@ -214,33 +240,20 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[list
     return make(config, context) if make is not None else None
 
 
-def process(packed: list[Packed]) -> WorkResult:
+def process(packed: Packed) -> WorkResult:
     """Run in a worker: the processors, then every sink's encoder, over one batch."""
     worker = _here["worker"]  # set by _start, the initializer of every worker process
     records = unpack(packed)
     originals = list(records)
+    raws = [rec.raw for rec in records]
     for processor in worker.processors:
         records = processor.process(records)
     payloads = [encode(records) if encode is not None else None for encode in worker.encoders]
     whole = worker.whole
-    same = len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True))
-    if same:
-        changes = [
-            (
-                rec.raw if rec.raw is not original[0] else None,
-                rec.trace_id,
-                rec.span_id,
-                rec.parent_span_id,
-                rec.parse_error,
-                rec.attributes,
-                rec.fields if whole else None,
-                rec.line() if whole and rec.injector is not None else None,
-            )
-            for rec, original in zip(records, packed, strict=True)
-        ]
-        full = None
+    changes = full = None
+    if len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True)):
+        changes = Changes.of(records, raws, whole)
     else:
-        changes = None
         full = [
             (
                 rec.raw,
@@ -257,8 +270,9 @@ def process(packed: list[Packed]) -> WorkResult:
             )
             for rec in records
         ]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), peak)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), usage.ru_maxrss, cpu)
 
 
 def _counter_increments(worker: _Worker) -> list[tuple[str, dict[str, str], float]]:
@@ -291,7 +305,7 @@ class Work:
     """A batch handed to the workers, kept until it is delivered (a crash hands it out again)."""
 
     records: list[Record]
-    packed: list[Packed]
+    packed: Packed | None
     checkpoints: dict
     started: float
     future: Future | None = None
@@ -308,9 +322,11 @@ class WorkerPool:
             raise ValueError("a worker pool needs at least one worker")
         self.count = count
         self.plan = plan
+        self.whole = any(not hasattr(spec.cls, "make_encoder") for spec in plan.sinks)  # a sink needs records
         self.metrics = metrics
         self.executor: ProcessPoolExecutor | None = None
         self.peak_rss: dict[int, int] = {}  # worker pid → peak RSS in KiB
+        self.cpu: dict[int, float] = {}  # worker pid → CPU seconds
         self.crashes = 0
 
     def _executor(self) -> ProcessPoolExecutor:
@@ -347,6 +363,7 @@ class WorkerPool:
                     return None
                 continue
             self.peak_rss[result.pid] = max(self.peak_rss.get(result.pid, 0), result.max_rss)
+            self.cpu[result.pid] = result.cpu
             add_counters(self.metrics, result.counters)
             return result
 
@@ -378,5 +395,9 @@ class WorkerPool:
         the bridge process's own, and crashes."""
         rss = sorted(self.peak_rss.values(), reverse=True)
         mib = ", ".join(f"{kib / 1024:.1f}" for kib in rss) or "none"
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {own:.1f}; crashes: {self.crashes}"
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = ", ".join(f"{seconds:.2f}" for seconds in sorted(self.cpu.values(), reverse=True)) or "none"
+        return (
+            f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {usage.ru_maxrss / 1024:.1f}; "
+            f"CPU s: workers [{cpu}], bridge {usage.ru_utime + usage.ru_stime:.2f}; crashes: {self.crashes}"
+        )

@@ -26,6 +26,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields
+from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
@@ -70,7 +71,9 @@ def string_attr(key: str, value: str) -> KeyValue:
 
 
 def _parsed(records: list[Record]) -> None:
-    """Give back the fields of records whose parsed JSON stayed in a worker process."""
+    """Give back what a worker process did to records it encoded: the IDs, redaction, parse errors
+    (``complete``) and the parsed fields, which stayed there."""
+    complete(records)
     for rec in records:
         if rec.fields is None and rec.parse_error is None and not rec.truncated:
             with contextlib.suppress(orjson.JSONDecodeError):
