@@ -301,6 +301,7 @@ class Bridge:
             log.info("pipeline %s runs without workers: %s", name, reason)
             return None
         sinks = [self.config.components["sinks"][key] for key in spec.sinks]
+        sinks = [sink if hasattr(sink.cls, "make_encoder") else None for sink in sinks]
         plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
         return WorkerPool(count, plan, self.metrics)
 

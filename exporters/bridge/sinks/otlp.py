@@ -280,27 +280,32 @@ class OtlpSink(OtlpHttpSink):
         return ts, severity, service
 
     def encode(self, records: list[Record]) -> list[tuple[bytes, dict[str, str], int, int]]:
-        """As ``OtlpHttpSink.encode``, with the well-known fields read through per-shape plans."""
+        """As ``OtlpHttpSink.encode``, with the well-known fields read through per-shape plans and
+        the attributes of a plain line (its file's) looked up once per file."""
         now = time.time_ns()
         observed = wire.observed_field(now)
-        log_record, limit = wire.log_record, self.config.max_request_bytes
+        log_record, limit, well_known = wire.log_record, self.config.max_request_bytes, self._well_known
+        file_attrs = self.file_attrs
         out = []
         by_service: dict[ResourceKey, list[bytes]] = {}
         start = size = 0
         for index, rec in enumerate(records):
             fields = rec.fields
             if fields is not None:
-                ts, severity, service = self._well_known(rec, fields)
+                ts, severity, service = well_known(rec, fields)
                 body = rec.raw  # parsed JSON is valid UTF-8
             else:
                 ts, severity, service = rec.time_ns(), self._severity(None), self.service_of(rec)
                 body = rec.text().encode()
+            attrs = file_attrs.get(rec.origin.path)
+            if attrs is None or rec.parse_error or rec.truncated or rec.attributes:
+                attrs = self._attributes(rec)
             item = log_record(
                 time_ns=ts or 0,
                 observed=observed,
                 severity=severity,
                 body=body,
-                attributes=self._attributes(rec),
+                attributes=attrs,
                 trace_id=rec.trace_id,
                 span_id=rec.span_id,
             )
@@ -309,7 +314,7 @@ class OtlpSink(OtlpHttpSink):
             if group is None:
                 group = by_service[key] = []
             group.append(item)
-            size += len(rec.raw) + 120
+            size += len(body) + 120
             if size >= limit:
                 out.append((*self.encoded(self.body(by_service)), start, index + 1))
                 by_service, start, size = {}, index + 1, 0
