@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,7 @@ class Pipeline:
     progress: Progress | None = None
     pool: WorkerPool | None = None
     delivered: bool = field(default=True, init=False)
+    wakeup: threading.Event = field(default_factory=threading.Event, init=False)  # a batch is ready
 
     def run(self) -> None:
         exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{self.name}")
@@ -88,9 +90,14 @@ class Pipeline:
         limit = 2 * pool.count if pool else 1  # batches read ahead of the one being delivered
         ahead: deque[Work] = deque()
         in_flight: InFlight | None = None
+
+        def deliverable() -> bool:
+            """The oldest batch is processed and the sinks are free: stop gathering, deliver it."""
+            return bool(ahead) and _ready(ahead[0]) and (in_flight is None or in_flight.future.done())
+
         try:
             while not self.stop.is_set():
-                gathered = self._read_ahead(ahead) if len(ahead) < limit else None
+                gathered = self._read_ahead(ahead, deliverable if pool else None) if len(ahead) < limit else None
                 waiting = gathered is None or len(ahead) >= limit  # nothing else to do but wait
                 if in_flight is not None and (waiting or in_flight.future.done()):
                     flight, in_flight = in_flight, None
@@ -101,9 +108,9 @@ class Pipeline:
                 if in_flight is None and ahead and (waiting or _ready(ahead[0])):
                     work = ahead.popleft()
                     records, payloads = self._processed(work, ahead)
-                    in_flight = InFlight(
-                        exporter.submit(self._export, records, payloads), work.checkpoints, work.started, len(records)
-                    )
+                    future = exporter.submit(self._export, records, payloads)
+                    future.add_done_callback(self._wake)
+                    in_flight = InFlight(future, work.checkpoints, work.started, len(records))
                     continue
                 if gathered is None and in_flight is None and not ahead:
                     if self.once and all(source.exhausted() for source in self.sources):
@@ -119,9 +126,12 @@ class Pipeline:
             if self.progress:
                 self.progress.finish()
 
-    def _read_ahead(self, ahead: deque[Work]) -> Work | None:
+    def _wake(self, _future: Future) -> None:
+        self.wakeup.set()
+
+    def _read_ahead(self, ahead: deque[Work], interrupt: Callable[[], bool] | None) -> Work | None:
         """Read the next batch: process it here, or hand it to the workers; queue it for delivery."""
-        gathered = self._gather()
+        gathered = self._gather(interrupt)
         if gathered is None:
             return None
         records, checkpoints, started = gathered
@@ -132,6 +142,8 @@ class Pipeline:
         else:
             work = Work(records, pack(records), checkpoints, started)
             self.pool.submit(work)
+            if work.future is not None:
+                work.future.add_done_callback(self._wake)
         ahead.append(work)
         return work
 
@@ -159,8 +171,12 @@ class Pipeline:
             self.progress.update(flight.count)
         return True
 
-    def _gather(self) -> tuple[list[Record], dict[Source, dict], float] | None:
-        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record."""
+    def _gather(
+        self, interrupt: Callable[[], bool] | None = None
+    ) -> tuple[list[Record], dict[Source, dict], float] | None:
+        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record, or
+        (with workers) as soon as ``interrupt`` says an earlier batch can be delivered: waiting out
+        the timeout then would add it to that batch's latency."""
         records: list[Record] = []
         checkpoints: dict[Source, dict] = {}
         started = deadline = 0.0
@@ -186,8 +202,16 @@ class Pipeline:
             full = len(records) >= self.batch.max_records or size >= self.batch.max_bytes
             if full or self.stop.is_set() or (not progressed and (self.once or time.perf_counter() >= deadline)):
                 return records, checkpoints, started
+            if interrupt is not None and not self.once:  # following live files: latency counts
+                self.wakeup.clear()
+                if interrupt():
+                    return records, checkpoints, started
             if not progressed:
-                self.stop.wait(min(self.poll_interval, max(0.0, deadline - time.perf_counter())))
+                timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
+                if interrupt is None or self.once:
+                    self.stop.wait(timeout)
+                else:
+                    self.wakeup.wait(timeout)
 
     def _export(self, records: list[Record], payloads: list | None = None) -> bool:
         """Every sink acknowledges the batch, or the pipeline is aborting (False).

@@ -34,6 +34,7 @@ import ctypes
 import gc
 import itertools
 import logging
+import math
 import multiprocessing
 import os
 import resource
@@ -46,6 +47,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
 from obsbox.exporters.bridge.component import Context, Processor, Sink
@@ -73,12 +75,20 @@ class Packed:
     extras: dict[int, tuple[bool, dict[str, str] | None]]
 
 
-def available_cores() -> int:
-    """The cores this process may run on (its affinity mask, e.g. under ``taskset`` or a cgroup)."""
+def available_cores(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may use: its affinity mask (``taskset``, cpusets), capped by a cgroup v2
+    CPU quota (``docker run --cpus``, Kubernetes limits), which the mask does not show."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+    except (OSError, ValueError):
+        return cores
+    if quota == "max":
+        return cores
+    return max(1, min(cores, math.ceil(int(quota) / int(period))))
 
 
 def default_workers() -> int:

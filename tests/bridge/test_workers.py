@@ -18,6 +18,7 @@ import pytest
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge.runner import Bridge
+from obsbox.exporters.bridge.workers import available_cores
 from obsbox.local.receiver import Receiver
 
 SECRET = b'{"msg": "login", "password": "hunter2", "ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
@@ -240,3 +241,15 @@ def test_workers_setting_and_flag_are_checked(tmp_path):
         check=True,
     ).stdout
     assert "workers: 3" in printed
+
+
+def test_the_default_counts_the_cores_a_cgroup_quota_allows(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    mask = len(os.sched_getaffinity(0))
+    assert available_cores(tmp_path / "absent") == mask
+    cpu_max.write_text("max 100000\n")
+    assert available_cores(cpu_max) == mask
+    cpu_max.write_text("150000 100000\n")  # --cpus 1.5: two cores' worth of time, at most
+    assert available_cores(cpu_max) == min(mask, 2)
+    cpu_max.write_text("50000 100000\n")
+    assert available_cores(cpu_max) == 1
