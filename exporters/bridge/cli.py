@@ -98,6 +98,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="how files wrap lines: auto (per file, from its first line and path; default), json (as they are), "
         "cri (containerd, CRI-O), docker (json-file)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="worker processes for parsing, trace IDs, redaction and encoding "
+        "(default: one per available core; 0: none)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
     p.set_defaults(func=run)
@@ -183,6 +190,7 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         settings["metrics_port"] = args.metrics_port
     if args.state_dir:
         settings["state_dir"] = str(args.state_dir)
+    settings.update({"workers": args.workers} if args.workers is not None else {})
     return {
         "sources": {"tail": tail},
         "processors": processors,
@@ -207,6 +215,10 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
         config.settings.state_dir = args.state_dir
     if args.no_progress:
         config.settings.progress = False
+    if args.workers is not None:
+        if args.workers < 0:
+            raise ConfigError("--workers must be 0 or more")
+        config.settings.workers = args.workers
     return config
 
 

@@ -19,6 +19,7 @@ one of these (``obsbox bridge ... --print-config`` shows which).
         sinks: [loki, file/enriched]
     settings:
       metrics_port: 9465
+      workers: 2               # default: one per available core; 0: everything in the bridge process
       retry: {initial_interval: 500ms, max_interval: 30s, max_elapsed_time: 0}
 """
 
@@ -68,6 +69,11 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     shutdown_timeout: float = 10.0
     progress: bool = True
+    workers: int | None = None  # processes for parse/trace/redact/encode; None: one per available core
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 0:
+            raise ValueError("workers must be 0 (no worker processes) or more")
 
 
 @dataclass

@@ -7,6 +7,12 @@ receiver works on another core), the pipeline thread reads and processes the nex
 handed over only once the first is acknowledged and committed. A sink that is down blocks the
 pipeline (the files are the buffer; memory stays bounded to two batches).
 
+With worker processes (``settings.workers``, by default one per available core; see ``workers``),
+processing moves out of the pipeline thread: it reads up to two batches per worker ahead and hands
+each to a worker; results are taken in the order the batches were read, and each is delivered and
+committed as above, still one batch in flight at the sinks. The batches ahead were never written
+anywhere, so a ``kill -9`` still duplicates at most the batch in flight.
+
 Shutdown (SIGTERM, Ctrl-C): stop reading, let the batch in flight finish for up to
 ``shutdown_timeout`` seconds, flush, save positions, exit 0. What could not be delivered by then
 is read again at the next start.
@@ -20,6 +26,8 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,16 +38,22 @@ from prometheus_client import start_http_server
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
+from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
+from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
 
 log = logging.getLogger(__name__)
 
 
 def default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("obsbox"))
+
+
+def _ready(work: Work) -> bool:
+    return work.future is None or work.future.done()
 
 
 @dataclass
@@ -66,34 +80,84 @@ class Pipeline:
     once: bool = False
     poll_interval: float = 0.1
     progress: Progress | None = None
+    pool: WorkerPool | None = None
     delivered: bool = field(default=True, init=False)
+    wakeup: threading.Event = field(default_factory=threading.Event, init=False)  # a batch is ready
 
     def run(self) -> None:
         exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{self.name}")
+        pool = self.pool
+        limit = 2 * pool.count if pool else 1  # batches read ahead of the one being delivered
+        ahead: deque[Work] = deque()
         in_flight: InFlight | None = None
+
+        def deliverable() -> bool:
+            """The oldest batch is processed and the sinks are free: stop gathering, deliver it."""
+            return bool(ahead) and _ready(ahead[0]) and (in_flight is None or in_flight.future.done())
+
         try:
-            while True:
-                gathered = None if self.stop.is_set() else self._gather()
-                if gathered is not None:
-                    records, checkpoints, started = gathered
-                    for processor in self.processors:
-                        records = processor.process(records)
-                if in_flight is not None:
+            while not self.stop.is_set():
+                gathered = self._read_ahead(ahead, deliverable if pool else None) if len(ahead) < limit else None
+                waiting = gathered is None or len(ahead) >= limit  # nothing else to do but wait
+                if in_flight is not None and (waiting or in_flight.future.done()):
                     flight, in_flight = in_flight, None
                     if not self._settle(flight):
                         break
-                if gathered is None:
-                    if self.stop.is_set() or (self.once and all(source.exhausted() for source in self.sources)):
+                if self.stop.is_set():
+                    break
+                if in_flight is None and ahead and (waiting or _ready(ahead[0])):
+                    work = ahead.popleft()
+                    records, payloads = self._processed(work, ahead)
+                    future = exporter.submit(self._export, records, payloads)
+                    future.add_done_callback(self._wake)
+                    in_flight = InFlight(future, work.checkpoints, work.started, len(records))
+                    continue
+                if gathered is None and in_flight is None and not ahead:
+                    if self.once and all(source.exhausted() for source in self.sources):
                         break
                     self.stop.wait(self.poll_interval)
-                    continue
-                in_flight = InFlight(exporter.submit(self._export, records), checkpoints, started, len(records))
         finally:
             if in_flight is not None:
                 self._settle(in_flight)  # stopping: the batch in flight may still finish (abort bounds it)
             exporter.shutdown(wait=True)
+            if pool is not None:
+                pool.shutdown()
+                log.info("pipeline %s: %s", self.name, pool.report())  # scripts/bench_bridge reads it
             if self.progress:
                 self.progress.finish()
+
+    def _wake(self, _future: Future) -> None:
+        self.wakeup.set()
+
+    def _read_ahead(self, ahead: deque[Work], interrupt: Callable[[], bool] | None) -> Work | None:
+        """Read the next batch: process it here, or hand it to the workers; queue it for delivery."""
+        gathered = self._gather(interrupt)
+        if gathered is None:
+            return None
+        records, checkpoints, started = gathered
+        if self.pool is None:
+            for processor in self.processors:
+                records = processor.process(records)
+            work = Work(records, None, checkpoints, started)
+        else:
+            work = Work(records, pack(records), checkpoints, started)
+            self.pool.submit(work)
+            if work.future is not None:
+                work.future.add_done_callback(self._wake)
+        ahead.append(work)
+        return work
+
+    def _processed(self, work: Work, later: deque[Work]) -> tuple[list[Record], list | None]:
+        """The oldest batch as the processors left it, and what the sinks encoded in advance."""
+        if self.pool is None:
+            return work.records, None
+        result = self.pool.result(work, later)
+        if result is None:  # it crashed its workers repeatedly: process it here
+            records = work.records
+            for processor in self.processors:
+                records = processor.process(records)
+            return records, None
+        return result.applied(work.records, self.pool.whole), result.payloads
 
     def _settle(self, flight: InFlight) -> bool:
         """Wait for the batch in flight; commit its positions when every sink acknowledged it."""
@@ -107,8 +171,12 @@ class Pipeline:
             self.progress.update(flight.count)
         return True
 
-    def _gather(self) -> tuple[list[Record], dict[Source, dict], float] | None:
-        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record."""
+    def _gather(
+        self, interrupt: Callable[[], bool] | None = None
+    ) -> tuple[list[Record], dict[Source, dict], float] | None:
+        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record, or
+        (with workers) as soon as ``interrupt`` says an earlier batch can be delivered: waiting out
+        the timeout then would add it to that batch's latency."""
         records: list[Record] = []
         checkpoints: dict[Source, dict] = {}
         started = deadline = 0.0
@@ -134,20 +202,29 @@ class Pipeline:
             full = len(records) >= self.batch.max_records or size >= self.batch.max_bytes
             if full or self.stop.is_set() or (not progressed and (self.once or time.perf_counter() >= deadline)):
                 return records, checkpoints, started
+            if interrupt is not None and not self.once:  # following live files: latency counts
+                self.wakeup.clear()
+                if interrupt():
+                    return records, checkpoints, started
             if not progressed:
-                self.stop.wait(min(self.poll_interval, max(0.0, deadline - time.perf_counter())))
+                timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
+                if interrupt is None or self.once:
+                    self.stop.wait(timeout)
+                else:
+                    self.wakeup.wait(timeout)
 
-    def _export(self, records: list[Record]) -> bool:
+    def _export(self, records: list[Record], payloads: list | None = None) -> bool:
         """Every sink acknowledges the batch, or the pipeline is aborting (False).
 
         A sink that raises, or returns FAILURE, is tried again under the retry policy, never
         skipped; when the policy's maximum elapsed time runs out, the batch goes to that sink's
         dead-letter file with the last reason (counted), and the pipeline moves on."""
-        for sink in self.sinks:
+        for index, sink in enumerate(self.sinks):
             name = sink.context.name
+            payload = payloads[index] if payloads is not None else None
 
-            def attempt(sink: Sink = sink) -> Attempt:
-                return self._export_once(sink, records)
+            def attempt(sink: Sink = sink, payload: object = payload) -> Attempt:
+                return self._export_once(sink, records, payload)
 
             def retried(attempt: Attempt, name: str = name) -> None:
                 self.metrics.retries.labels(name, "export_failed").inc()
@@ -157,6 +234,7 @@ class Pipeline:
             if outcome is None:
                 return False
             if outcome.kind != "ok":
+                complete(records)
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
                 dead.write(name, records, f"gave up retrying: {outcome.reason}", None)
                 self.metrics.dead_letters.labels(name).inc(len(records))
@@ -166,9 +244,9 @@ class Pipeline:
             self.metrics.lines_shipped.labels(name).inc(len(records))
         return True
 
-    def _export_once(self, sink: Sink, records: list[Record]) -> Attempt:
+    def _export_once(self, sink: Sink, records: list[Record], payload: object = None) -> Attempt:
         try:
-            result = sink.export(records)
+            result = sink.export(records) if payload is None else sink.export_encoded(payload, records)
         except Exception as exc:  # a sink bug must not lose the batch: log, count, retry
             log.exception("sink %s failed", sink.context.name)
             self.metrics.errors.labels("sink_exception").inc()
@@ -231,7 +309,25 @@ class Bridge:
             once=self.once,
             poll_interval=self.config.settings.poll_interval,
             progress=progress,
+            pool=self._pool(name),
         )
+
+    def _pool(self, name: str) -> WorkerPool | None:
+        """Worker processes for a pipeline, when ``workers`` allows them and its processors can move."""
+        settings = self.config.settings
+        count = default_workers() if settings.workers is None else settings.workers
+        if count < 1:
+            return None
+        spec = self.config.pipelines[name]
+        processors = [self.config.components["processors"][key] for key in spec.processors]
+        reason = why_not(processors)
+        if reason is not None:
+            log.info("pipeline %s runs without workers: %s", name, reason)
+            return None
+        sinks = [self.config.components["sinks"][key] for key in spec.sinks]
+        sinks = [sink if hasattr(sink.cls, "make_encoder") else None for sink in sinks]
+        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
+        return WorkerPool(count, plan, self.metrics)
 
     def serve_metrics(self) -> None:
         port = self.config.settings.metrics_port

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,11 @@ def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def lines(records: list[Record]) -> bytes:
+    """The batch as the bytes a line sink writes: each record's line, newline-terminated."""
+    return b"\n".join([rec.line() for rec in records]) + b"\n" if records else b""
 
 
 class FileSink(Sink):
@@ -56,9 +62,18 @@ class FileSink(Sink):
             size - keep,
         )
 
+    @staticmethod
+    def make_encoder(config: FileConfig, context) -> Callable[[list[Record]], bytes]:
+        """For worker processes: the batch's bytes are made there, and written here in order."""
+        return lines
+
     def export(self, records: list[Record]) -> ExportResult:
-        if records:
-            write_all(self.fd, b"\n".join([rec.line() for rec in records]) + b"\n")
+        return self.export_encoded(lines(records), records)
+
+    def export_encoded(self, payload: bytes, records: list[Record]) -> ExportResult:
+        """Write what ``lines`` made of ``records`` (in a worker, or just now)."""
+        if payload:
+            write_all(self.fd, payload)
             if self.config.fsync:
                 os.fsync(self.fd)
         return ExportResult.SUCCESS

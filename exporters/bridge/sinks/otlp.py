@@ -10,20 +10,23 @@ official ``opentelemetry-proto`` messages.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote
 
+import orjson
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields
+from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
@@ -67,6 +70,17 @@ def string_attr(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
+def _parsed(records: list[Record]) -> None:
+    """Give back what a worker process did to records it encoded: the IDs, redaction, parse errors
+    (``complete``) and the parsed fields, which stayed there."""
+    complete(records)
+    for rec in records:
+        if rec.fields is None and rec.parse_error is None and not rec.truncated:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                fields = orjson.loads(rec.raw)
+                rec.fields = fields if type(fields) is dict else None
+
+
 class OtlpHttpSink(NetworkSink):
     """OTLP/HTTP protobuf transport: endpoint path, headers and resource from config and OTEL_* env."""
 
@@ -80,6 +94,7 @@ class OtlpHttpSink(NetworkSink):
         self.headers.update(env_pairs(f"OTEL_EXPORTER_OTLP_{self.signal.upper()}_HEADERS"))
         self.headers.update(config.headers)
         self.resource_attrs = {**env_pairs("OTEL_RESOURCE_ATTRIBUTES"), **config.resource}
+        self.prepared: list[tuple[bytes, dict[str, str], int, int]] | None = None
         self.default_service = (
             config.service_name or self.resource_attrs.get("service.name") or os.environ.get("OTEL_SERVICE_NAME")
         )
@@ -118,23 +133,47 @@ class OtlpHttpSink(NetworkSink):
         """The serialized export request for items grouped by resource."""
         raise NotImplementedError
 
-    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+    def encode(self, records: list[Record]) -> list[tuple[bytes, dict[str, str], int, int]]:
+        """The batch's requests: (body, headers, first record, end) each, at most ``max_request_bytes``
+        of lines per request. Pure: a worker process runs it (see ``make_encoder``)."""
         now = time.time_ns()
+        out = []
         by_service: dict[ResourceKey, list[Any]] = {}
-        chunk: list[Record] = []
-        size = 0
-        for rec in records:
+        start = size = 0
+        for index, rec in enumerate(records):
             items = self.items(rec, now)
             if items:
                 by_service.setdefault((self.service_of(rec), rec.origin.resource), []).extend(items)
-            chunk.append(rec)
             size += len(rec.raw) + 120
             if size >= self.config.max_request_bytes:
                 if by_service:
-                    yield *self.encoded(self.body(by_service)), chunk
-                by_service, chunk, size = {}, [], 0
+                    out.append((*self.encoded(self.body(by_service)), start, index + 1))
+                by_service, start, size = {}, index + 1, 0
         if by_service:
-            yield *self.encoded(self.body(by_service)), chunk
+            out.append((*self.encoded(self.body(by_service)), start, len(records)))
+        return out
+
+    @classmethod
+    def make_encoder(cls, config: OtlpConfig, context) -> Callable[[list[Record]], Any]:
+        """For worker processes: requests are encoded (and compressed) there, and sent from here."""
+        return cls(config, context).encode
+
+    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+        prepared, self.prepared = self.prepared, None
+        for body, headers, start, end in prepared if prepared is not None else self.encode(records):
+            yield body, headers, records[start:end]
+
+    def export_encoded(self, payload: list[tuple[bytes, dict[str, str], int, int]], records: list[Record]) -> Any:
+        """Send requests a worker encoded from ``records`` (see ``encode``), as ``export`` would."""
+        self.prepared = payload
+        try:
+            return self.export(records)
+        finally:
+            self.prepared = None
+
+    def refuse(self, chunk: list[Record], message: str | None, reason: str, status: int | None) -> None:
+        _parsed(chunk)  # telling which lines a message names reads their times
+        super().refuse(chunk, message, reason, status)
 
     def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
         """Partial success: the receiver took the request but refused ``rejected`` items. Which ones,
@@ -142,6 +181,7 @@ class OtlpHttpSink(NetworkSink):
         request goes to the dead-letter file, marked as possibly refused: a duplicate, never a loss."""
         if not rejected:
             return
+        _parsed(records)
         reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
         named = refused(message, records)
         if named is None:
@@ -166,6 +206,8 @@ class OtlpSink(OtlpHttpSink):
         self.severities: dict[tuple[int, str], bytes] = {}
         self.scope = wire.scope(SCOPE_NAME, __version__)
         self.observed = (0, b"")
+        self.shapes: dict[tuple[str, ...], tuple[str | None, ...]] = {}  # key shape → (time, level, service) keys
+        self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields
 
     def _attributes(self, rec: Record) -> bytes:
         attrs = self.file_attrs.get(rec.origin.path)
@@ -195,6 +237,90 @@ class OtlpSink(OtlpHttpSink):
                 self.severities.clear()
             encoded = self.severities[key] = wire.severity_fields(*key)
         return encoded
+
+    def _plan(self, fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+        """The keys a line of this key shape uses for time, level and service (the first of each
+        spelling, in ``logfields``' priority order), found once per shape: a log's lines share it."""
+        shape = tuple(fields)
+        plan = self.shapes.get(shape)
+        if plan is None:
+            if len(self.shapes) >= 4096:  # lines whose keys are data: start over
+                self.shapes.clear()
+            plan = self.shapes[shape] = tuple(
+                next((key for key in keys if key in fields), None)
+                for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
+            )
+        return plan
+
+    def _well_known(self, rec: Record, fields: dict[str, Any]) -> tuple[int | None, bytes, str]:
+        """(time, encoded severity, service) as ``logfields`` reads them, through the shape's plan;
+        a value of another type, or null, takes ``logfields``' general path."""
+        time_key, level_key, service_key = self._plan(fields)
+        value = fields[time_key] if time_key else None
+        ts = logfields.iso_ns(value) if type(value) is str else None
+        if ts is None and time_key:
+            ts = logfields.timestamp_ns(fields)
+        if ts is None:
+            ts = rec.time_ns()
+        level = fields[level_key] if level_key else None
+        severity = self.levels.get(level) if type(level) is str else None
+        if severity is None:
+            severity = self._severity(fields)
+            if type(level) is str and len(self.levels) < 1000:
+                self.levels[level] = severity
+        service = self.default_service
+        if not service:
+            value = fields[service_key] if service_key else None
+            if type(value) is str and value:
+                service = value
+            elif service_key is None:  # what service_of finds when the line names none
+                service = dict(rec.origin.resource).get("service.name") or "unknown_service"
+            else:
+                service = self.service_of(rec)
+        return ts, severity, service
+
+    def encode(self, records: list[Record]) -> list[tuple[bytes, dict[str, str], int, int]]:
+        """As ``OtlpHttpSink.encode``, with the well-known fields read through per-shape plans and
+        the attributes of a plain line (its file's) looked up once per file."""
+        now = time.time_ns()
+        observed = wire.observed_field(now)
+        log_record, limit, well_known = wire.log_record, self.config.max_request_bytes, self._well_known
+        file_attrs = self.file_attrs
+        out = []
+        by_service: dict[ResourceKey, list[bytes]] = {}
+        start = size = 0
+        for index, rec in enumerate(records):
+            fields = rec.fields
+            if fields is not None:
+                ts, severity, service = well_known(rec, fields)
+                body = rec.raw  # parsed JSON is valid UTF-8
+            else:
+                ts, severity, service = rec.time_ns(), self._severity(None), self.service_of(rec)
+                body = rec.text().encode()
+            attrs = file_attrs.get(rec.origin.path)
+            if attrs is None or rec.parse_error or rec.truncated or rec.attributes:
+                attrs = self._attributes(rec)
+            item = log_record(
+                time_ns=ts or 0,
+                observed=observed,
+                severity=severity,
+                body=body,
+                attributes=attrs,
+                trace_id=rec.trace_id,
+                span_id=rec.span_id,
+            )
+            key = (service, rec.origin.resource)
+            group = by_service.get(key)
+            if group is None:
+                group = by_service[key] = []
+            group.append(item)
+            size += len(body) + 120
+            if size >= limit:
+                out.append((*self.encoded(self.body(by_service)), start, index + 1))
+                by_service, start, size = {}, index + 1, 0
+        if by_service:
+            out.append((*self.encoded(self.body(by_service)), start, len(records)))
+        return out
 
     def items(self, rec: Record, now: int) -> list[bytes]:
         if self.observed[0] != now:

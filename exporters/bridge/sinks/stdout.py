@@ -5,19 +5,29 @@ Threading: the pipeline's export thread only."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from obsbox.exporters.bridge.component import ExportResult, Sink
 from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.sinks.file import lines
 
 
 class StdoutSink(Sink):
     type = "stdout"
 
+    @staticmethod
+    def make_encoder(config: object, context: object) -> Callable[[list[Record]], bytes]:
+        """For worker processes: the batch's bytes are made there, and written here in order."""
+        return lines
+
     def export(self, records: list[Record]) -> ExportResult:
-        if not records:
+        return self.export_encoded(lines(records), records)
+
+    def export_encoded(self, payload: bytes, records: list[Record]) -> ExportResult:
+        if not payload:
             return ExportResult.SUCCESS
         try:
-            sys.stdout.buffer.write(b"\n".join([rec.line() for rec in records]) + b"\n")
+            sys.stdout.buffer.write(payload)
             sys.stdout.buffer.flush()
         except BrokenPipeError:
             self.context.stop.set()

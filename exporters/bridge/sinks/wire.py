@@ -70,18 +70,24 @@ def log_record(
     ``observed`` is the pre-encoded observed-time field, ``severity`` the pre-encoded number and
     text fields, ``attributes`` the pre-encoded attribute fields, ``body`` the UTF-8 line.
     """
-    inner = field(0x0A, body)
-    parts = [
-        TIME + time_ns.to_bytes(8, "little") if time_ns else b"",
-        severity,
-        _SMALL[BODY] + varint(len(inner)) + inner,
-        attributes,
-        TRACE_ID + bytes.fromhex(trace_id) if trace_id else b"",
-        SPAN_ID + bytes.fromhex(span_id) if span_id else b"",
-        observed,
-    ]
-    record = b"".join(parts)
-    return _SMALL[LOG_RECORD] + varint(len(record)) + record
+    size = len(body)
+    inner = b"\x0a" + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + body
+    size = len(inner)
+    record = b"".join(
+        (
+            TIME + time_ns.to_bytes(8, "little") if time_ns else b"",
+            severity,
+            b"\x2a",  # BODY
+            _VARINTS[size] if size < 16384 else _encode_varint(size),
+            inner,
+            attributes,
+            TRACE_ID + bytes.fromhex(trace_id) if trace_id else b"",
+            SPAN_ID + bytes.fromhex(span_id) if span_id else b"",
+            observed,
+        )
+    )
+    size = len(record)
+    return b"\x12" + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + record  # LOG_RECORD
 
 
 def severity_fields(number: int, text: str) -> bytes:

@@ -1,7 +1,9 @@
 """The positions file: how far each file has been acknowledged by every sink.
 
-Written atomically (temp file, fsync, rename, fsync of the folder) after each acknowledged batch, so
-a ``kill -9`` at any instant leaves either the old or the new positions, never a torn file.
+Written atomically (temp file, fsync, rename, fsync of the folder) after each acknowledged batch
+that moved them, so a ``kill -9`` at any instant leaves either the old or the new positions, never a
+torn file. A commit that changes nothing (the same files at the same offsets) writes nothing: the
+fsyncs are the cost of a save, and an idle or slow file must not pay them once per batch.
 Entries are keyed by file identity (device, inode and fingerprint digest), not by name, so a
 renamed file keeps its offset and a reused inode with new content does not inherit one.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -36,6 +38,7 @@ class PositionsFile:
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self.saved: list[Position] | None = None  # what the file holds, once this process wrote it
 
     def load(self) -> list[Position]:
         if self.path is None or not self.path.exists():
@@ -52,12 +55,14 @@ class PositionsFile:
             ) from exc
 
     def save(self, positions: list[Position]) -> None:
-        if self.path is None:
+        if self.path is None or positions == self.saved:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        payload = orjson.dumps(
-            {"version": VERSION, "files": [asdict(p) for p in positions]}, option=orjson.OPT_INDENT_2
-        )
+        entries = [
+            {"path": p.path, "dev": p.dev, "ino": p.ino, "fingerprint": p.fingerprint, "offset": p.offset}
+            for p in positions
+        ]
+        payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -72,3 +77,4 @@ class PositionsFile:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
+        self.saved = list(positions)

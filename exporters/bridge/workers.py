@@ -1,0 +1,418 @@
+"""Worker processes: the per-line work of a pipeline (parse, trace, redact, and the sinks' encoding)
+spread over the machine's cores, with the reader and the committer staying in order in the bridge.
+
+The bridge's Python is held to one core by the GIL. Reading (a few byte splits per line) and
+delivering (socket writes, which release the GIL) are cheap; parsing, finding trace IDs, redacting
+and encoding OTLP are not. So the pipeline thread reads a batch, hands it to a worker process, and
+reads the next one while the workers run. Results come back in the order the batches were read;
+each is delivered to every sink and committed in that order, one batch in flight at the sinks, as
+without workers. A ``kill -9`` therefore still duplicates at most the batch being delivered: the
+batches still in the workers were never written anywhere.
+
+What crosses the process boundary is small: a batch goes out as tuples of (line, offset, origin,
+truncated, attributes), pickled with each file's :class:`Origin` written once; what comes back is,
+per record, what the processors changed (IDs, a redacted line, a parse error), and for each sink
+that can encode in advance (OTLP, file, stdout) its ready request bodies or bytes. Only when a sink
+needs whole records (Loki, memory, plugins) do the parsed fields travel back too.
+
+A worker that dies (SIGKILL, the OOM killer, a crash in a C extension) breaks the pool: the bridge
+logs it, counts ``obsbox_bridge_errors_total{kind="worker_crash"}``, starts new workers and hands
+them every batch not yet delivered, in order. Nothing was committed for those batches, so nothing
+is lost. A batch that kills its worker three times is processed in the bridge itself.
+
+Workers are started fresh (``spawn``: about 0.2 s of imports each), not forked: a fork copies a
+process whose other threads (the tail watcher, the export thread, the metrics server) may hold a
+lock at that instant, and the child can hang on it for good. They are the bridge's children, joined
+when it stops (so its ``rusage`` counts their CPU), ignore SIGINT (the bridge stops them), and die
+with the bridge (``PR_SET_PDEATHSIG`` on Linux, else a watchdog thread), so a ``kill -9`` of the
+bridge leaves none behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import itertools
+import logging
+import math
+import multiprocessing
+import os
+import resource
+import signal
+import threading
+import time
+from array import array
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import Any
+
+from obsbox.exporters.bridge.component import Context, Processor, Sink
+from obsbox.exporters.bridge.config import ComponentSpec
+from obsbox.exporters.bridge.deferred import Changes, Deferred
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.record import Record
+
+log = logging.getLogger(__name__)
+
+# processors whose only effects are on the records and on these counters: safe to run in a worker
+WORKER_PROCESSORS = frozenset({"parse", "trace", "redact"})
+COUNTERS = ("parse_errors", "trace_ids", "redactions", "truncated", "errors")
+MAX_CRASHES_PER_BATCH = 3
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class Packed:
+    """A batch on its way to a worker: per run of lines from one file, the file's origin, the lines
+    joined, their lengths and offsets (so pickling costs a few objects, not several per line), and
+    the rare per-line extras (truncated, attributes) by index."""
+
+    runs: list[tuple[Any, bytes, bytes, bytes]]  # (origin, joined lines, lengths, offsets)
+    extras: dict[int, tuple[bool, dict[str, str] | None]]
+
+
+def available_cores(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The cores this process may use: its affinity mask (``taskset``, cpusets), capped by a cgroup v2
+    CPU quota (``docker run --cpus``, Kubernetes limits), which the mask does not show."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+    except (OSError, ValueError):
+        return cores
+    if quota == "max":
+        return cores
+    return max(1, min(cores, math.ceil(int(quota) / int(period))))
+
+
+def default_workers() -> int:
+    """One worker per available core; none on a single core, where a worker only adds copying."""
+    cores = available_cores()
+    return cores if cores > 1 else 0
+
+
+def why_not(processors: Sequence[ComponentSpec]) -> str | None:
+    """None when a pipeline's processors can run in workers, else the reason they cannot."""
+    others = [spec.key for spec in processors if spec.key.split("/", 1)[0] not in WORKER_PROCESSORS]
+    if others:
+        return f"processors {others} keep state or metrics of their own and run in the bridge"
+    return None
+
+
+# ---------------------------------------------------------------- packing
+
+
+def pack(records: list[Record]) -> Packed:
+    runs = []
+    for origin, group in itertools.groupby(records, key=attrgetter("origin")):
+        lines = list(group)
+        raws = [rec.raw for rec in lines]
+        runs.append(
+            (
+                origin,
+                b"".join(raws),
+                array("q", [len(raw) for raw in raws]).tobytes(),
+                array("q", [rec.offset for rec in lines]).tobytes(),
+            )
+        )
+    extras = {
+        index: (rec.truncated, rec.attributes)
+        for index, rec in enumerate(records)
+        if rec.truncated or rec.attributes is not None
+    }
+    return Packed(runs, extras)
+
+
+def unpack(packed: Packed) -> list[Record]:
+    records: list[Record] = []
+    for origin, joined, lengths, offsets in packed.runs:
+        sizes, where = array("q"), array("q")
+        sizes.frombytes(lengths)
+        where.frombytes(offsets)
+        lines = [joined[start:end] for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=0))]
+        records.extend(map(Record, lines, itertools.repeat(origin), where))
+    for index, (truncated, attributes) in packed.extras.items():
+        records[index].truncated, records[index].attributes = truncated, attributes
+    return records
+
+
+@dataclass
+class WorkResult:
+    """What a worker sends back for one batch.
+
+    ``changes`` when the processors kept the batch's records, else ``records``: each record's state
+    as a tuple. ``payloads``: per sink, what it encoded in advance, or None. ``counters``: increments
+    of the bridge's counters. ``pid``, ``max_rss`` (KiB) and ``cpu`` (seconds): the worker so far."""
+
+    changes: Changes | None
+    records: list[tuple] | None
+    payloads: list[Any]
+    counters: list[tuple[str, dict[str, str], float]]
+    pid: int
+    max_rss: int
+    cpu: float
+
+    def applied(self, records: list[Record], whole: bool) -> list[Record]:
+        """The bridge's records as the worker's processors left them; applied at once when a sink
+        needs whole records, else when first needed (see :class:`Deferred`)."""
+        if self.changes is None:
+            out = []
+            for raw, offset, origin, truncated, *rest in self.records or []:
+                rec = Record(raw, origin, offset, truncated)
+                rec.trace_id, rec.span_id, rec.parent_span_id, rec.parse_error, rec.attributes = rest[:5]
+                fields, line = rest[5:]
+                if fields is not None:
+                    rec.fields = fields
+                rec.out = line
+                out.append(rec)
+            return out
+        if whole:
+            self.changes.apply(records)
+            return records
+        return Deferred(records, self.changes)
+
+
+# ---------------------------------------------------------------- the worker side
+
+
+@dataclass
+class Plan:
+    """What a worker builds at start: the pipeline's processors and the sinks' encoders."""
+
+    pipeline: str
+    processors: list[ComponentSpec]
+    sinks: list[ComponentSpec | None]  # None: the sink needs whole records, and encodes in the bridge
+    state_dir: Any
+    once: bool
+    poll_interval: float
+    retry: Any
+
+
+@dataclass
+class _Worker:
+    processors: list[Processor]
+    encoders: list[Callable[[list[Record]], Any] | None]
+    metrics: BridgeMetrics
+    whole: bool  # some sink needs whole records
+    last: dict[tuple[str, tuple], float] = field(default_factory=dict)
+
+
+_here: dict[str, _Worker] = {}  # in a worker process: "worker" → its processors and encoders
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) == 0:
+            if os.getppid() != parent:  # the parent died before prctl took effect
+                os._exit(1)
+            return
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+    def watch() -> None:  # pragma: no cover - not Linux
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _start(plan: Plan, parent: int) -> None:
+    """Worker initializer: signals, parent watch, then the processors and encoders of ``plan``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the bridge stops us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent)
+    metrics = BridgeMetrics()
+
+    def context(spec: ComponentSpec) -> Context:
+        return Context(
+            name=spec.key,
+            metrics=metrics,
+            state_dir=plan.state_dir,
+            pipeline=plan.pipeline,
+            once=plan.once,
+            poll_interval=plan.poll_interval,
+            retry=plan.retry,
+        )
+
+    processors = [spec.cls(spec.config, context(spec)) for spec in plan.processors]
+    encoders = [encoder_of(spec.cls, spec.config, context(spec)) if spec else None for spec in plan.sinks]
+    gc.freeze()  # as the bridge does (runner.py): the per-line objects hold no cycles
+    gc.set_threshold(50_000, 20, 20)
+    _here["worker"] = _Worker(processors, encoders, metrics, whole=any(e is None for e in encoders))
+
+
+def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[list[Record]], Any] | None:
+    """The sink's encoder (``make_encoder``), or None when it needs whole records in the bridge."""
+    make = getattr(cls, "make_encoder", None)
+    return make(config, context) if make is not None else None
+
+
+def process(packed: Packed) -> WorkResult:
+    """Run in a worker: the processors, then every sink's encoder, over one batch."""
+    worker = _here["worker"]  # set by _start, the initializer of every worker process
+    records = unpack(packed)
+    originals = list(records)
+    raws = [rec.raw for rec in records]
+    for processor in worker.processors:
+        records = processor.process(records)
+    payloads = [encode(records) if encode is not None else None for encode in worker.encoders]
+    whole = worker.whole
+    changes = full = None
+    if len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True)):
+        changes = Changes.of(records, raws, whole)
+    else:
+        full = [
+            (
+                rec.raw,
+                rec.offset,
+                rec.origin,
+                rec.truncated,
+                rec.trace_id,
+                rec.span_id,
+                rec.parent_span_id,
+                rec.parse_error,
+                rec.attributes,
+                rec.fields if whole else None,
+                rec.line() if whole and rec.injector is not None else None,
+            )
+            for rec in records
+        ]
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
+    return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), usage.ru_maxrss, cpu)
+
+
+def _counter_increments(worker: _Worker) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for attr in COUNTERS:
+        for metric in getattr(worker.metrics, attr).collect():
+            for sample in metric.samples:
+                if not sample.name.endswith("_total"):
+                    continue
+                key = (attr, tuple(sorted(sample.labels.items())))
+                delta = sample.value - worker.last.get(key, 0.0)
+                if delta:
+                    worker.last[key] = sample.value
+                    out.append((attr, sample.labels, delta))
+    return out
+
+
+def add_counters(metrics: BridgeMetrics, increments: list[tuple[str, dict[str, str], float]]) -> None:
+    """Add a worker's counter increments to the bridge's own metrics."""
+    for attr, labels, delta in increments:
+        counter = getattr(metrics, attr)
+        (counter.labels(**labels) if labels else counter).inc(delta)
+
+
+# ---------------------------------------------------------------- the bridge side
+
+
+@dataclass
+class Work:
+    """A batch handed to the workers, kept until it is delivered (a crash hands it out again)."""
+
+    records: list[Record]
+    packed: Packed | None
+    checkpoints: dict
+    started: float
+    future: Future | None = None
+    crashes: int = 0
+
+
+class WorkerPool:
+    """``count`` forked worker processes for one pipeline; batches in, results in submission order.
+
+    Threading: used from the pipeline thread only."""
+
+    def __init__(self, count: int, plan: Plan, metrics: BridgeMetrics) -> None:
+        if count < 1:
+            raise ValueError("a worker pool needs at least one worker")
+        self.count = count
+        self.plan = plan
+        self.whole = any(spec is None for spec in plan.sinks)  # a sink needs whole records
+        self.metrics = metrics
+        self.executor: ProcessPoolExecutor | None = None
+        self.peak_rss: dict[int, int] = {}  # worker pid → peak RSS in KiB
+        self.cpu: dict[int, float] = {}  # worker pid → CPU seconds
+        self.crashes = 0
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self.executor is None:
+            self.executor = ProcessPoolExecutor(
+                self.count,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start,
+                initargs=(self.plan, os.getpid()),
+            )
+        return self.executor
+
+    def submit(self, work: Work) -> None:
+        try:
+            work.future = self._executor().submit(process, work.packed)
+        except BrokenProcessPool:
+            work.future = None  # picked up by result(), which restarts the pool
+
+    def result(self, work: Work, pending: Sequence[Work]) -> WorkResult | None:
+        """The worker's result for ``work`` (the oldest batch), restarting crashed workers as needed.
+
+        ``pending`` are the later batches, handed out again after a restart. None: this batch
+        crashed its worker too often; the caller processes it in the bridge."""
+        while True:
+            try:
+                if work.future is None:
+                    raise BrokenProcessPool("the pool was broken when the batch was handed out")
+                result = work.future.result()
+            except BrokenProcessPool as exc:
+                work.crashes += 1
+                self._restart(exc, [work, *pending])
+                if work.crashes >= MAX_CRASHES_PER_BATCH:
+                    log.error("a batch crashed its worker %d times: processing it in the bridge", work.crashes)
+                    return None
+                continue
+            self.peak_rss[result.pid] = max(self.peak_rss.get(result.pid, 0), result.max_rss)
+            self.cpu[result.pid] = result.cpu
+            add_counters(self.metrics, result.counters)
+            return result
+
+    def _restart(self, exc: BaseException, pending: Sequence[Work]) -> None:
+        self.crashes += 1
+        self.metrics.errors.labels("worker_crash").inc()
+        log.error(
+            "a worker process died (%s); starting new workers and handing them the %d batches not yet delivered",
+            exc,
+            len(pending),
+        )
+        self.shutdown(wait=False)
+        for work in pending:
+            if work.crashes < MAX_CRASHES_PER_BATCH:
+                self.submit(work)
+
+    def pids(self) -> list[int]:
+        executor = self.executor
+        processes = getattr(executor, "_processes", None) or {}
+        return list(processes)
+
+    def shutdown(self, wait: bool = True) -> None:
+        executor, self.executor = self.executor, None
+        if executor is not None:
+            executor.shutdown(wait=wait, cancel_futures=True)
+
+    def report(self) -> str:
+        """Workers, their peak RSS (each counts the pages it shares with the bridge since the fork),
+        the bridge process's own, and crashes."""
+        rss = sorted(self.peak_rss.values(), reverse=True)
+        mib = ", ".join(f"{kib / 1024:.1f}" for kib in rss) or "none"
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = ", ".join(f"{seconds:.2f}" for seconds in sorted(self.cpu.values(), reverse=True)) or "none"
+        return (
+            f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {usage.ru_maxrss / 1024:.1f}; "
+            f"CPU s: workers [{cpu}], bridge {usage.ru_utime + usage.ru_stime:.2f}; crashes: {self.crashes}"
+        )

@@ -1,0 +1,255 @@
+"""Worker processes: the same output as without them, every line through a worker's SIGKILL, in
+order, and no worker left behind when the bridge itself is killed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from obsbox.config import ConfigError
+from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge.runner import Bridge
+from obsbox.exporters.bridge.workers import available_cores
+from obsbox.local.receiver import Receiver
+
+SECRET = b'{"msg": "login", "password": "hunter2", "ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
+
+
+def config(log: Path, state: Path, sinks: dict, workers: int, once: bool = True) -> dict:
+    return {
+        "sources": {"tail": {"include": [str(log)], "positions": str(state / "positions.json"), "scan_interval": 0.05}},
+        "processors": {"parse": {}, "trace": {}, "redact": {}},
+        "sinks": sinks,
+        "pipelines": {
+            "logs": {
+                "sources": ["tail"],
+                "processors": ["parse", "trace", "redact"],
+                "sinks": list(sinks),
+                "batch": {"max_records": 500, "timeout": 0.05},
+            }
+        },
+        "settings": {
+            "state_dir": str(state),
+            "progress": False,
+            "once": once,
+            "poll_interval": 0.01,
+            "workers": workers,
+            "shutdown_timeout": 5,
+        },
+    }
+
+
+def mixed_lines(count: int) -> bytes:
+    """JSON with and without IDs and levels, secrets, plain text, broken UTF-8, an array, blanks."""
+    out = []
+    for i in range(count):
+        kind = i % 7
+        if kind == 0:
+            out.append(orjson.dumps({"seq": i, "level": "warn", "ActivityId": "00-" + f"{i:032x}"[-32:] + "-00"}))
+        elif kind == 1:
+            out.append(SECRET)
+        elif kind == 2:
+            out.append(b"plain text line %d" % i)
+        elif kind == 3:
+            out.append(b'{"seq": %d, "msg": "caf\xc3' % i)
+        elif kind == 4:
+            out.append(b"[1, 2, 3]")
+        elif kind == 5:
+            out.append(
+                orjson.dumps({"seq": i, "Timestamp": "2026-11-30T12:00:01.5Z", "Level": "Error", "service": "svc"})
+            )
+        else:
+            out.append(orjson.dumps({"seq": i, "traceparent": f"00-{i + 1:032x}-{i + 1:016x}-01", "ts": 1764500000}))
+    return b"\n".join(out) + b"\n"
+
+
+def run_once(data: dict) -> Bridge:
+    bridge = Bridge(bridge_config.from_data(data))
+    assert bridge.run()
+    return bridge
+
+
+def counters(bridge: Bridge) -> dict[str, float]:
+    """Every counter sample of the bridge's registry, by name and labels."""
+    return {
+        f"{sample.name}{sorted(sample.labels.items())}": sample.value
+        for metric in bridge.metrics.registry.collect()
+        if metric.type == "counter"
+        for sample in metric.samples
+        if sample.name.endswith("_total")
+    }
+
+
+def test_workers_write_what_the_bridge_alone_writes_and_count_the_same(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(mixed_lines(5_000))
+    outputs, metrics = {}, {}
+    for workers in (0, 2):
+        out = tmp_path / f"out-{workers}.jsonl"
+        bridge = run_once(config(log, tmp_path / f"state-{workers}", {"file": {"path": str(out)}}, workers))
+        assert (bridge.pipelines[0].pool is None) == (workers == 0)
+        outputs[workers], metrics[workers] = out.read_bytes(), counters(bridge)
+    assert outputs[2] == outputs[0]
+    assert b"hunter2" not in outputs[2] and outputs[2].count(b"[REDACTED]") == 5_000 // 7 + 1
+    assert metrics[2] == metrics[0]
+    assert metrics[2]["obsbox_bridge_parse_errors_total[('reason', 'invalid_utf8')]"] > 0
+
+
+def decoded(receiver: Receiver) -> list[tuple]:
+    """What the receiver decoded with the official opentelemetry-proto messages, sorted."""
+    with receiver.lock:
+        return sorted(
+            (
+                rec.body.string_value,
+                rec.trace_id,
+                rec.span_id,
+                rec.time_unix_nano,
+                rec.severity_number,
+                rec.severity_text,
+                resource["service.name"],
+                sorted((kv.key, str(kv.value)) for kv in rec.attributes),
+            )
+            for resource, rec in receiver.log_records
+        )
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip"])
+def test_otlp_requests_encoded_in_workers_decode_to_the_same_records(tmp_path, compression):
+    """Body, IDs, time, severity, service and attributes, as the bridge alone encodes them."""
+    log = tmp_path / "app.log"
+    log.write_bytes(mixed_lines(3_000))
+    seen = {}
+    for workers in (0, 2):
+        receiver = Receiver().start()
+        try:
+            sink = {"otlp": {"endpoint": receiver.url, "compression": compression}}
+            run_once(config(log, tmp_path / f"state-{workers}", sink, workers))
+            seen[workers] = decoded(receiver)
+            encodings = {headers.get("content-encoding") for _, headers, _ in receiver.requests}
+        finally:
+            receiver.stop()
+        assert encodings == {"gzip" if compression == "gzip" else None}
+    assert len(seen[2]) == 3_000
+    assert seen[2] == seen[0]
+    assert {row[6] for row in seen[2]} == {"svc", "unknown_service"}
+    assert {row[4] for row in seen[2]} >= {13, 17}
+
+
+def worker_pids(bridge: Bridge) -> list[int]:
+    pool = bridge.pipelines[0].pool
+    return pool.pids() if pool is not None else []
+
+
+def test_a_worker_killed_mid_stream_is_noticed_reported_and_every_line_arrives_once_in_order(tmp_path, caplog):
+    total = 60_000
+    log, out = tmp_path / "app.log", tmp_path / "out.jsonl"
+    log.touch()
+    bridge = Bridge(bridge_config.from_data(config(log, tmp_path, {"file": {"path": str(out)}}, 2, once=False)))
+    runner = threading.Thread(target=bridge.run, daemon=True)
+    runner.start()
+
+    def write() -> None:
+        with open(log, "ab", buffering=0) as fh:
+            for start in range(0, total, 2_000):
+                fh.write(
+                    b"".join(orjson.dumps({"seq": i, "msg": "event"}) + b"\n" for i in range(start, start + 2_000))
+                )
+                time.sleep(0.02)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while (not out.exists() or out.stat().st_size < 200_000) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        victims = worker_pids(bridge)
+        assert victims, "no worker processes were running"
+        os.kill(victims[0], signal.SIGKILL)
+        writer.join(60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and out.read_bytes().count(b"\n") < total:
+            time.sleep(0.05)
+    finally:
+        bridge.request_stop()
+        runner.join(15)
+    seqs = [orjson.loads(line)["seq"] for line in out.read_bytes().splitlines()]
+    assert seqs == list(range(total)), f"{len(seqs)} lines, {len(set(range(total)) - set(seqs))} missing"
+    # one crash, recovered by new workers (not by the fallback for batches that keep crashing them)
+    assert bridge.metrics.errors.labels("worker_crash")._value.get() == 1
+    assert any("a worker process died" in r.getMessage() for r in caplog.records)
+    assert victims[0] not in worker_pids(bridge)
+
+
+def children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
+def test_workers_do_not_outlive_a_bridge_killed_with_sigkill(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b'{"seq": 0}\n')
+    path = tmp_path / "bridge.yaml"
+    data = config(log, tmp_path, {"file": {"path": str(tmp_path / "out.jsonl")}}, 2, once=False)
+    path.write_text(orjson.dumps(data).decode())
+    proc = subprocess.Popen([sys.executable, "-m", "obsbox", "bridge", "--config", str(path)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        kids: set[int] = set()
+        while len(kids) < 2 and time.monotonic() < deadline:
+            kids = children(proc.pid)
+            time.sleep(0.05)
+        assert len(kids) >= 2, f"expected two workers, found {kids}"
+    finally:
+        proc.kill()
+        proc.wait(10)
+    deadline = time.monotonic() + 5
+    while any(Path(f"/proc/{kid}").exists() for kid in kids) and time.monotonic() < deadline:
+        for kid in kids:  # they are re-parented; reap them if they are ours to reap
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(kid, os.WNOHANG)
+        time.sleep(0.05)
+    alive = [kid for kid in kids if Path(f"/proc/{kid}").exists() and "Z" not in _state(kid)]
+    assert not alive, f"workers {alive} outlived the bridge"
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_workers_setting_and_flag_are_checked(tmp_path):
+    data = config(tmp_path / "a.log", tmp_path, {"file": {"path": str(tmp_path / "o")}}, -1)
+    with pytest.raises(ConfigError, match="workers"):
+        bridge_config.from_data(data)
+    printed = subprocess.run(
+        [sys.executable, "-m", "obsbox", "bridge", "x.log", "--workers", "3", "--print-config"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "workers: 3" in printed
+
+
+def test_the_default_counts_the_cores_a_cgroup_quota_allows(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    mask = len(os.sched_getaffinity(0))
+    assert available_cores(tmp_path / "absent") == mask
+    cpu_max.write_text("max 100000\n")
+    assert available_cores(cpu_max) == mask
+    cpu_max.write_text("150000 100000\n")  # --cpus 1.5: two cores' worth of time, at most
+    assert available_cores(cpu_max) == min(mask, 2)
+    cpu_max.write_text("50000 100000\n")
+    assert available_cores(cpu_max) == 1
