@@ -209,8 +209,8 @@ class Pipeline:
                 if interrupt is None:
                     self.stop.wait(timeout)
                     continue
-                # only while no new lines come: cutting batches on every poll made them tiny at high
-                # rates, and the per-batch cost then outran the workers (seconds of latency at 50k/s)
+                # only while no new lines come: a batch still filling at a high rate keeps its size,
+                # so the per-batch costs (a worker round trip, a request) stay spread over many lines
                 self.wakeup.clear()
                 if interrupt():
                     return records, checkpoints, started
