@@ -96,6 +96,8 @@ class Pipeline:
             return bool(ahead) and _ready(ahead[0]) and (in_flight is None or in_flight.future.done())
 
         try:
+            if pool is not None:
+                pool.start()
             while not self.stop.is_set():
                 gathered = self._read_ahead(ahead, deliverable if pool else None) if len(ahead) < limit else None
                 waiting = gathered is None or len(ahead) >= limit  # nothing else to do but wait
@@ -175,8 +177,8 @@ class Pipeline:
         self, interrupt: Callable[[], bool] | None = None
     ) -> tuple[list[Record], dict[Source, dict], float] | None:
         """Poll the sources until the batch is full, or ``batch.timeout`` after its first record, or
-        (with workers) as soon as ``interrupt`` says an earlier batch can be delivered: waiting out
-        the timeout then would add it to that batch's latency."""
+        (with workers) when no new lines came and ``interrupt`` says an earlier batch can be
+        delivered: waiting out the timeout then would add to that batch's latency."""
         records: list[Record] = []
         checkpoints: dict[Source, dict] = {}
         started = deadline = 0.0
@@ -202,16 +204,17 @@ class Pipeline:
             full = len(records) >= self.batch.max_records or size >= self.batch.max_bytes
             if full or self.stop.is_set() or (not progressed and (self.once or time.perf_counter() >= deadline)):
                 return records, checkpoints, started
-            if interrupt is not None and not self.once:  # following live files: latency counts
+            if not progressed:
+                timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
+                if interrupt is None:
+                    self.stop.wait(timeout)
+                    continue
+                # only while no new lines come: a batch still filling at a high rate keeps its size,
+                # so the per-batch costs (a worker round trip, a request) stay spread over many lines
                 self.wakeup.clear()
                 if interrupt():
                     return records, checkpoints, started
-            if not progressed:
-                timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
-                if interrupt is None or self.once:
-                    self.stop.wait(timeout)
-                else:
-                    self.wakeup.wait(timeout)
+                self.wakeup.wait(timeout)
 
     def _export(self, records: list[Record], payloads: list | None = None) -> bool:
         """Every sink acknowledges the batch, or the pipeline is aborting (False).
