@@ -71,7 +71,7 @@ class Deferred(list):
         self.changes = changes
         self.root = root
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         got = super().__getitem__(index)
         return Deferred(got, None, self.root or self) if isinstance(index, slice) else got
 

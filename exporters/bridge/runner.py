@@ -249,7 +249,7 @@ class Pipeline:
 
     def _export_once(self, sink: Sink, records: list[Record], payload: object = None) -> Attempt:
         try:
-            result = sink.export(records) if payload is None else sink.export_encoded(payload, records)
+            result = sink.export(records) if payload is None else sink.export_encoded(payload, records)  # type: ignore[attr-defined] # payloads exist only for sinks with make_encoder, which define it
         except Exception as exc:  # a sink bug must not lose the batch: log, count, retry
             log.exception("sink %s failed", sink.context.name)
             self.metrics.errors.labels("sink_exception").inc()
@@ -327,8 +327,10 @@ class Bridge:
         if reason is not None:
             log.info("pipeline %s runs without workers: %s", name, reason)
             return None
-        sinks = [self.config.components["sinks"][key] for key in spec.sinks]
-        sinks = [sink if hasattr(sink.cls, "make_encoder") else None for sink in sinks]
+        sinks: list[ComponentSpec | None] = [
+            spec_ if hasattr(spec_.cls, "make_encoder") else None
+            for spec_ in (self.config.components["sinks"][key] for key in spec.sinks)
+        ]
         plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
         return WorkerPool(count, plan, self.metrics)
 

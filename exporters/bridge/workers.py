@@ -369,6 +369,8 @@ class WorkerPool:
             executor.submit(_ready, 0.05)
 
     def submit(self, work: Work) -> None:
+        if work.packed is None:  # processed in the bridge (no pool): nothing to hand out
+            return
         try:
             work.future = self._executor().submit(process, work.packed)
         except BrokenProcessPool:

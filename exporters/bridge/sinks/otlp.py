@@ -206,7 +206,7 @@ class OtlpSink(OtlpHttpSink):
         self.severities: dict[tuple[int, str], bytes] = {}
         self.scope = wire.scope(SCOPE_NAME, __version__)
         self.observed = (0, b"")
-        self.shapes: dict[tuple[str, ...], tuple[str | None, ...]] = {}  # key shape → (time, level, service) keys
+        self.shapes: dict[tuple[str, ...], tuple[str | None, str | None, str | None]] = {}  # key shape → (time, level, service) keys
         self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields
 
     def _attributes(self, rec: Record) -> bytes:
@@ -246,10 +246,11 @@ class OtlpSink(OtlpHttpSink):
         if plan is None:
             if len(self.shapes) >= 4096:  # lines whose keys are data: start over
                 self.shapes.clear()
-            plan = self.shapes[shape] = tuple(
+            time_key, level_key, service_key = (
                 next((key for key in keys if key in fields), None)
                 for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
             )
+            plan = self.shapes[shape] = (time_key, level_key, service_key)
         return plan
 
     def _well_known(self, rec: Record, fields: dict[str, Any]) -> tuple[int | None, bytes, str]:
