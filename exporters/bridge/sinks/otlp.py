@@ -206,7 +206,8 @@ class OtlpSink(OtlpHttpSink):
         self.severities: dict[tuple[int, str], bytes] = {}
         self.scope = wire.scope(SCOPE_NAME, __version__)
         self.observed = (0, b"")
-        self.shapes: dict[tuple[str, ...], tuple[str | None, str | None, str | None]] = {}  # key shape → (time, level, service) keys
+        # key shape → the keys of its time, level and service
+        self.shapes: dict[tuple[str, ...], tuple[str | None, str | None, str | None]] = {}
         self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields
 
     def _attributes(self, rec: Record) -> bytes:
