@@ -81,9 +81,10 @@ class Record:
     def service(self) -> str | None:
         """The service the line names, else its attributes (an OTLP/JSON record's resource), else
         its file's path (a Kubernetes container); None when none does."""
-        own = service_name(self.fields)
-        if own is not None:
-            return own
+        return service_name(self.fields) or self.context_service()
+
+    def context_service(self) -> str | None:
+        """The service its attributes or its file's path name, whatever the line says."""
         if self.attributes is not None and self.attributes.get("service.name"):
             return self.attributes["service.name"]
         for key, value in self.origin.resource:

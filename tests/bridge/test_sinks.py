@@ -292,6 +292,10 @@ def test_records_from_an_otlp_json_line_keep_their_service_time_and_level(receiv
             ]
         }
     )
+    otlp = sink(OtlpSink, OtlpConfig, tmp_path, endpoint=receiver.url)
+    assert otlp.export(traced(line)) is ExportResult.SUCCESS
+    ((resource, record),) = receiver.log_records
+    assert resource["service.name"] == "checkout" and record.time_unix_nano == 1796040000123456789
     loki = sink(LokiSink, LokiConfig, tmp_path, url=receiver.url)
     assert loki.export(traced(line)) is ExportResult.SUCCESS
     (entry,) = receiver.loki

@@ -140,13 +140,17 @@ class LokiOTLP:
                 scope_metadata = {label_name(kv.key): as_string(kv.value) for kv in scope_logs.scope.attributes}
                 for record in scope_logs.log_records:
                     entry = self._entry(record, {**resource_metadata, **scope_metadata}, labels)
-                    reason = self._refusal(stream, entry, now_ns)
-                    if reason:
-                        result.rejected.append((entry, reason))
-                        continue
-                    result.accepted.setdefault(stream, []).append(entry)
-                    self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
+                    self._admit(result, stream, entry, now_ns)
         return result
+
+    def _admit(self, result: Result, stream: tuple, entry: Entry, now_ns: int) -> None:
+        """Store ``entry`` in its stream, or record why Loki refuses it."""
+        reason = self._refusal(stream, entry, now_ns)
+        if reason:
+            result.rejected.append((entry, reason))
+            return
+        result.accepted.setdefault(stream, []).append(entry)
+        self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
 
     def push_json(self, payload: dict, now_ns: int) -> Result:
         """A /loki/api/v1/push JSON body: {"streams": [{"stream": {...}, "values": [[ns, line, {...}]]}]}."""
@@ -159,13 +163,7 @@ class LokiOTLP:
                 metadata = dict(rest[0]) if rest else {}
                 if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
                     metadata.setdefault("detected_level", self._level(labels, metadata, line))
-                entry = Entry(int(timestamp), line, metadata)
-                reason = self._refusal(stream, entry, now_ns)
-                if reason:
-                    result.rejected.append((entry, reason))
-                    continue
-                result.accepted.setdefault(stream, []).append(entry)
-                self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
+                self._admit(result, stream, Entry(int(timestamp), line, metadata), now_ns)
         return result
 
     def _entry(self, record, inherited: dict[str, str], labels: dict[str, str]) -> Entry:

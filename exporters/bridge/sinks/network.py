@@ -70,13 +70,16 @@ class NetworkSink(Sink):
                 self.refuse(chunk, None, f"gave up retrying: {outcome.reason}", outcome.status)
         return ExportResult.SUCCESS
 
-    def refuse(self, chunk: list[Record], message: str | None, reason: str, status: int | None) -> None:
+    def refuse(
+        self, chunk: list[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+    ) -> None:
         """Dead-letter what the receiver refused: the records its ``message`` names (Loki keeps the
-        rest of a request; see ``rejections``), else every record of the request, with the reason."""
+        rest of a request; see ``rejections``), else every record of the request, with the reason
+        (and ``unnamed``, what to add when the message does not say which records)."""
         name = self.context.name
         named = refused(message, chunk) if message else None
         if named is None:
-            records, why = chunk, reason
+            records, why = chunk, reason + unnamed
         else:
             records, why = named, f"{reason} ({len(named)} of {len(chunk)} refused; the rest were accepted)"
         if not records:

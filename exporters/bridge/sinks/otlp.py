@@ -32,7 +32,6 @@ from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
 from obsbox.exporters.bridge.sinks.http import Response, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
-from obsbox.exporters.bridge.sinks.rejections import refused
 
 log = logging.getLogger(__name__)
 ResourceKey = tuple[str, tuple[tuple[str, str], ...]]  # (service.name, the file's resource attributes)
@@ -113,13 +112,8 @@ class OtlpHttpSink(NetworkSink):
         return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(key).items()])
 
     def service_of(self, rec: Record) -> str:
-        """The configured service, else the line's own, else the one its path names, else unknown."""
-        return (
-            self.default_service
-            or logfields.service(rec.fields)
-            or dict(rec.origin.resource).get("service.name")
-            or "unknown_service"
-        )
+        """The configured service, else the record's own (see ``Record.service``), else unknown."""
+        return self.default_service or rec.service() or "unknown_service"
 
     def encoded(self, body: bytes) -> tuple[bytes, dict[str, str]]:
         headers = dict(self.headers)
@@ -171,9 +165,11 @@ class OtlpHttpSink(NetworkSink):
         finally:
             self.prepared = None
 
-    def refuse(self, chunk: list[Record], message: str | None, reason: str, status: int | None) -> None:
+    def refuse(
+        self, chunk: list[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+    ) -> None:
         _parsed(chunk)  # telling which lines a message names reads their times
-        super().refuse(chunk, message, reason, status)
+        super().refuse(chunk, message, reason, status, unnamed)
 
     def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
         """Partial success: the receiver took the request but refused ``rejected`` items. Which ones,
@@ -181,18 +177,8 @@ class OtlpHttpSink(NetworkSink):
         request goes to the dead-letter file, marked as possibly refused: a duplicate, never a loss."""
         if not rejected:
             return
-        _parsed(records)
         reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
-        named = refused(message, records)
-        if named is None:
-            self.dead_letter.write(
-                self.context.name, records, f"{reason} (which ones was not said: all kept here)", status
-            )
-            self.context.metrics.dead_letters.labels(self.context.name).inc(len(records))
-        elif named:
-            self.dead_letter.write(self.context.name, named, reason, status)
-            self.context.metrics.dead_letters.labels(self.context.name).inc(len(named))
-        log.warning("%s: %s", self.context.name, reason)
+        self.refuse(records, message, reason, status, unnamed=" (which ones was not said: all kept here)")
 
 
 class OtlpSink(OtlpHttpSink):
@@ -276,7 +262,7 @@ class OtlpSink(OtlpHttpSink):
             if type(value) is str and value:
                 service = value
             elif service_key is None:  # what service_of finds when the line names none
-                service = dict(rec.origin.resource).get("service.name") or "unknown_service"
+                service = rec.context_service() or "unknown_service"
             else:
                 service = self.service_of(rec)
         return ts, severity, service
