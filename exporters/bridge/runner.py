@@ -46,6 +46,7 @@ from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
 from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
 
 log = logging.getLogger(__name__)
+MIN_SHARED_LINES = 512  # a batch cut by its timeout is shared among the workers from this many lines each
 
 
 def default_state_dir() -> Path:
@@ -82,71 +83,87 @@ class Pipeline:
     progress: Progress | None = None
     pool: WorkerPool | None = None
     delivered: bool = field(default=True, init=False)
+    in_flight: InFlight | None = field(default=None, init=False)  # the batch at the sinks
+    exporter: ThreadPoolExecutor = field(init=False)  # the sinks' thread: one batch at a time
     wakeup: threading.Event = field(default_factory=threading.Event, init=False)  # a batch is ready
 
     def run(self) -> None:
-        exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{self.name}")
+        self.exporter = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"export-{self.name}")
         pool = self.pool
         limit = 2 * pool.count if pool else 1  # batches read ahead of the one being delivered
         ahead: deque[Work] = deque()
-        in_flight: InFlight | None = None
-
-        def deliverable() -> bool:
-            """The oldest batch is processed and the sinks are free: stop gathering, deliver it."""
-            return bool(ahead) and _ready(ahead[0]) and (in_flight is None or in_flight.future.done())
-
         try:
             if pool is not None:
                 pool.start()
             while not self.stop.is_set():
-                gathered = self._read_ahead(ahead, deliverable if pool else None) if len(ahead) < limit else None
+                gathered = self._read_ahead(ahead) if len(ahead) < limit else None
                 waiting = gathered is None or len(ahead) >= limit  # nothing else to do but wait
-                if in_flight is not None and (waiting or in_flight.future.done()):
-                    flight, in_flight = in_flight, None
-                    if not self._settle(flight):
-                        break
-                if self.stop.is_set():
+                if not self._tend(ahead, wait=waiting) or self.stop.is_set():
                     break
-                if in_flight is None and ahead and (waiting or _ready(ahead[0])):
-                    work = ahead.popleft()
-                    records, payloads = self._processed(work, ahead)
-                    future = exporter.submit(self._export, records, payloads)
-                    future.add_done_callback(self._wake)
-                    in_flight = InFlight(future, work.checkpoints, work.started, len(records))
-                    continue
-                if gathered is None and in_flight is None and not ahead:
+                if gathered is None and self.in_flight is None and not ahead:
                     if self.once and all(source.exhausted() for source in self.sources):
                         break
                     self.stop.wait(self.poll_interval)
         finally:
-            if in_flight is not None:
-                self._settle(in_flight)  # stopping: the batch in flight may still finish (abort bounds it)
-            exporter.shutdown(wait=True)
+            if self.in_flight is not None:
+                self._settle(self.in_flight)  # stopping: the batch in flight may still finish (abort bounds it)
+            self.exporter.shutdown(wait=True)
             if pool is not None:
                 pool.shutdown()
                 log.info("pipeline %s: %s", self.name, pool.report())  # scripts/bench_bridge reads it
             if self.progress:
                 self.progress.finish()
 
+    def _tend(self, ahead: deque[Work], wait: bool = False) -> bool:
+        """Settle the batch in flight once it is done, then send the oldest batch once it is
+        processed; with ``wait``, wait for both. False: a delivery failed, the pipeline stops.
+
+        With workers this also runs while a batch is gathered, so a batch processed meanwhile goes
+        out at once rather than when the next one is cut: gathering for ``batch.timeout`` then adds
+        nothing to the latency of the batches before it."""
+        if not self.delivered:
+            return False
+        flight = self.in_flight
+        if flight is not None and (wait or flight.future.done()):
+            self.in_flight = None
+            if not self._settle(flight):
+                return False
+        if self.in_flight is None and ahead and (wait or _ready(ahead[0])):
+            work = ahead.popleft()
+            records, payloads = self._processed(work, ahead)
+            future = self.exporter.submit(self._export, records, payloads)
+            future.add_done_callback(self._wake)
+            self.in_flight = InFlight(future, work.checkpoints, work.started, len(records))
+        return True
+
     def _wake(self, _future: Future) -> None:
         self.wakeup.set()
 
-    def _read_ahead(self, ahead: deque[Work], interrupt: Callable[[], bool] | None) -> Work | None:
+    def _read_ahead(self, ahead: deque[Work]) -> Work | None:
         """Read the next batch: process it here, or hand it to the workers; queue it for delivery."""
-        gathered = self._gather(interrupt)
+        gathered = self._gather((lambda: self._tend(ahead)) if self.pool else None)
         if gathered is None:
             return None
-        records, checkpoints, started = gathered
+        records, checkpoints, started, full = gathered
         if self.pool is None:
             for processor in self.processors:
                 records = processor.process(records)
             work = Work(records, None, checkpoints, started)
-        else:
-            work = Work(records, pack(records), checkpoints, started)
+            ahead.append(work)
+            return work
+        # A batch cut by its timeout is shared out among the workers, so its lines wait for a part
+        # of it to be processed, not all of it. Its parts go out in order, and only the last one
+        # carries the positions to save: saving them says every part before was acknowledged.
+        count = 1 if full or len(records) < MIN_SHARED_LINES * self.pool.count else self.pool.count
+        step = -(-len(records) // count)
+        for start in range(0, len(records), step):
+            part = records[start : start + step]
+            last = start + step >= len(records)
+            work = Work(part, pack(part), checkpoints if last else {}, started)
             self.pool.submit(work)
             if work.future is not None:
                 work.future.add_done_callback(self._wake)
-        ahead.append(work)
+            ahead.append(work)
         return work
 
     def _processed(self, work: Work, later: deque[Work]) -> tuple[list[Record], list | None]:
@@ -174,11 +191,12 @@ class Pipeline:
         return True
 
     def _gather(
-        self, interrupt: Callable[[], bool] | None = None
-    ) -> tuple[list[Record], dict[Source, dict], float] | None:
-        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record, or
-        (with workers) when no new lines came and ``interrupt`` says an earlier batch can be
-        delivered: waiting out the timeout then would add to that batch's latency."""
+        self, tend: Callable[[], bool] | None = None
+    ) -> tuple[list[Record], dict[Source, dict], float, bool] | None:
+        """Poll the sources until the batch is full, or ``batch.timeout`` after its first record.
+
+        ``tend`` (with workers) delivers earlier batches meanwhile, after every poll and whenever a
+        worker or the sinks finish (``wakeup``); when it fails the batch is cut, and the pipeline stops."""
         records: list[Record] = []
         checkpoints: dict[Source, dict] = {}
         started = deadline = 0.0
@@ -203,18 +221,14 @@ class Pipeline:
                 deadline = started + self.batch.timeout
             full = len(records) >= self.batch.max_records or size >= self.batch.max_bytes
             if full or self.stop.is_set() or (not progressed and (self.once or time.perf_counter() >= deadline)):
-                return records, checkpoints, started
+                return records, checkpoints, started, full
+            if tend is not None:
+                self.wakeup.clear()
+                if not tend():
+                    return records, checkpoints, started, full
             if not progressed:
                 timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
-                if interrupt is None:
-                    self.stop.wait(timeout)
-                    continue
-                # only while no new lines come: a batch still filling at a high rate keeps its size,
-                # so the per-batch costs (a worker round trip, a request) stay spread over many lines
-                self.wakeup.clear()
-                if interrupt():
-                    return records, checkpoints, started
-                self.wakeup.wait(timeout)
+                (self.stop if tend is None else self.wakeup).wait(timeout)
 
     def _export(self, records: list[Record], payloads: list | None = None) -> bool:
         """Every sink acknowledges the batch, or the pipeline is aborting (False).

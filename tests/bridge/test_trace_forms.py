@@ -75,6 +75,22 @@ def test_dotnet_activity_id_guid_with_parent_id():
     assert rec.span_id == line_span(0)  # the line's own span, derived
 
 
+@pytest.mark.parametrize(
+    ("activity", "parent"),
+    [
+        ("7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f6071 ", "53995c3f42cd8ad "),  # a space where a digit should be
+        ("7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f6071g", "53995c3f42cd8adg"),
+        ("7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f6 071", "53995c3f 42cd8ad"),
+        ("00000000-0000-0000-0000-000000000000", "0000000000000000"),
+    ],
+)
+def test_dotnet_activity_id_and_parent_id_that_are_not_hex_are_not_ids(activity, parent):
+    rec = one({"ActivityId": activity, "ParentId": parent})
+    assert rec.parent_span_id is None
+    assert rec.span_id == line_span(0)
+    assert rec.trace_id != activity.replace("-", "")  # derived from the line, not read
+
+
 def test_dotnet_activity_id_with_w3c_parent_id():
     rec = one({"ActivityId": "{7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718}", "ParentId": f"00-{T32}-{S16}-01"})
     assert rec.trace_id == "7a6e3f1c9b2d4e8fa1b2c3d4e5f60718"

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import orjson
@@ -142,6 +143,33 @@ def test_otlp_requests_encoded_in_workers_decode_to_the_same_records(tmp_path, c
     assert seen[2] == seen[0]
     assert {row[6] for row in seen[2]} == {"svc", "unknown_service"}
     assert {row[4] for row in seen[2]} >= {13, 17}
+
+
+def first_batch(tmp_path: Path, lines: int) -> list[tuple[list[int], bool]]:
+    """How a live bridge with 2 workers hands out the first batch it reads from a file of ``lines``
+    lines (at most 8,000 a batch): each part's line numbers, and whether it saves positions."""
+    log = tmp_path / f"app-{lines}.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(lines)))
+    data = config(log, tmp_path / f"state-{lines}", {"file": {"path": str(tmp_path / "out.jsonl")}}, 2, once=False)
+    data["pipelines"]["logs"]["batch"] = {"max_records": 8_000, "timeout": 0.2}
+    bridge = Bridge(bridge_config.from_data(data))
+    pipeline, ahead = bridge.pipelines[0], deque()
+    try:
+        pipeline._read_ahead(ahead)
+    finally:
+        if pipeline.pool is not None:
+            pipeline.pool.shutdown()
+        bridge.close()
+    return [([orjson.loads(rec.raw)["seq"] for rec in work.records], bool(work.checkpoints)) for work in ahead]
+
+
+def test_a_batch_cut_by_its_timeout_is_shared_among_the_workers_and_only_its_last_part_saves_positions(tmp_path):
+    """Its lines wait for their part, not the whole batch; saving positions after the last part
+    acknowledges every part before it, which goes out first."""
+    assert first_batch(tmp_path, 3_000) == [(list(range(1_500)), False), (list(range(1_500, 3_000)), True)]
+    # a full batch stays whole (the batches behind it keep the workers busy), and so does a small one
+    assert first_batch(tmp_path, 9_000) == [(list(range(8_000)), True)]
+    assert first_batch(tmp_path, 600) == [(list(range(600)), True)]
 
 
 def worker_pids(bridge: Bridge) -> list[int]:

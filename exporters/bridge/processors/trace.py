@@ -29,6 +29,9 @@ _PLAN_LIMIT = 4096
 _STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
 _BREADTH = 16  # elements of a list searched below the top level
 _LEVEL = 256  # objects searched per level: a bound for lines that are mostly data
+# Per key shape: (raw key, normalized key) of its ID keys; whether nested objects are searched; the
+# forms its keys trigger, by priority (when not nested; else found per line).
+Plan = tuple[tuple[tuple[str, str], ...], bool, tuple[int, ...]]
 
 
 @dataclass
@@ -49,6 +52,11 @@ class TraceConfig:
             raise ValueError("trace_id_field and span_id_field must differ")
 
 
+# Keyed once; ``copy()`` of a started hash is cheaper than a new personalised one per line.
+_TRACE_HASH = hashlib.blake2b(digest_size=16, person=b"obsbox-trace")
+_SPAN_HASH = hashlib.blake2b(digest_size=8, person=b"obsbox-span")
+
+
 def line_ids(origin_key: bytes, offset: int, part: int = 0) -> tuple[str, str]:
     """The IDs of a line derived from its identity: (trace ID, span ID).
 
@@ -56,8 +64,9 @@ def line_ids(origin_key: bytes, offset: int, part: int = 0) -> tuple[str, str]:
     the identity gains a 4-byte big-endian index; part 0 is the line itself.
     """
     identity = _identity(origin_key, offset, part)
-    trace = hashlib.blake2b(identity, digest_size=16, person=b"obsbox-trace").hexdigest()
-    return _nonzero(trace), line_span_id(origin_key, offset, identity)
+    trace = _TRACE_HASH.copy()
+    trace.update(identity)
+    return _nonzero(trace.hexdigest()), line_span_id(origin_key, offset, identity)
 
 
 def _identity(origin_key: bytes, offset: int, part: int) -> bytes:
@@ -68,8 +77,9 @@ def _identity(origin_key: bytes, offset: int, part: int) -> bytes:
 def line_span_id(origin_key: bytes, offset: int, identity: bytes | None = None, part: int = 0) -> str:
     """The line's own span ID: blake2b-64 of (file fingerprint digest, 8-byte big-endian offset[,
     4-byte big-endian part])."""
-    identity = identity or _identity(origin_key, offset, part)
-    return _nonzero(hashlib.blake2b(identity, digest_size=8, person=b"obsbox-span").hexdigest())
+    span = _SPAN_HASH.copy()
+    span.update(identity or _identity(origin_key, offset, part))
+    return _nonzero(span.hexdigest())
 
 
 def correlation_trace_id(value: str) -> str:
@@ -120,7 +130,7 @@ class TraceProcessor(Processor):
                 self.key_forms[key] = (*self.key_forms.get(key, ()), index)
         self.norm: dict[str, str] = {}  # raw key → normalized key, for every key seen
         self.id_spellings: set[str] = set()  # raw keys whose normalized form a trace form reads
-        self.plans: dict[tuple[str, ...], tuple[tuple[tuple[str, str], ...], bool]] = {}  # key shape → plan
+        self.plans: dict[tuple[str, ...], Plan] = {}  # key shape → plan
         self.tf, self.sf = config.trace_id_field, config.span_id_field
         self.splice_trace = b',"' + orjson.dumps(self.tf)[1:-1] + b'":"'
         self.splice_span = b'","' + orjson.dumps(self.sf)[1:-1] + b'":"'
@@ -139,34 +149,42 @@ class TraceProcessor(Processor):
                 if normalized in traceforms.KEYS:
                     self.id_spellings.add(key)
 
-    def _found(self, fields: dict[str, Any]) -> dict[str, Any]:
-        # Lines from one logger have the same keys in the same order: plan once per key shape which
-        # keys a form reads, and whether nested objects must be searched.
+    def _found(self, fields: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, ...]]:
+        """The ID keys a line has (normalized → value), and the forms they can trigger, in order.
+
+        Lines from one logger have the same keys in the same order: which keys a form reads, which
+        forms those trigger, and whether nested objects must be searched is planned once per key
+        shape."""
         shape = tuple(fields)
         plan = self.plans.get(shape)
         if plan is None:
             plan = self._plan(fields.keys(), shape)
-        id_keys, nested = plan
+        id_keys, nested, candidates = plan
         found = {normalized: fields[key] for key, normalized in id_keys}
         if nested:
             self._nested(fields, found)
-        return found
+            candidates = self._candidates(found)
+        return found, candidates
 
-    def _plan(self, keys: Any, shape: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], bool]:
+    def _plan(self, keys: Any, shape: tuple[str, ...]) -> Plan:
         if not keys <= self.norm.keys():
             self._learn(keys)
         id_keys = tuple((key, self.norm[key]) for key in keys if key in self.id_spellings)
-        plan = (id_keys, _STRONG.isdisjoint(normalized for _, normalized in id_keys))
+        nested = _STRONG.isdisjoint(normalized for _, normalized in id_keys)
+        plan = (id_keys, nested, () if nested else self._candidates(normalized for _, normalized in id_keys))
         if len(self.plans) >= _PLAN_LIMIT:  # lines whose keys are data (maps keyed by IDs): start over
             self.plans.clear()
         self.plans[shape] = plan
         return plan
 
-    def _read_forms(self, found: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
-        """The first enabled form, by priority, that reads a valid trace ID from ``found``."""
+    def _candidates(self, found: Any) -> tuple[int, ...]:
+        """The enabled forms the normalized keys in ``found`` can trigger, by priority."""
         key_forms = self.key_forms
-        candidates = {index for key in found for index in key_forms.get(key, ())}
-        for index in sorted(candidates) if len(candidates) > 1 else candidates:
+        return tuple(sorted({index for key in found for index in key_forms.get(key, ())}))
+
+    def _read_forms(self, found: dict[str, Any], candidates: tuple[int, ...]) -> tuple[traceforms.Context | None, str]:
+        """The first enabled form, by priority, that reads a valid trace ID from ``found``."""
+        for index in candidates:
             name, read = self.forms[index]
             ctx = read(found)
             if ctx is not None:
@@ -214,9 +232,9 @@ class TraceProcessor(Processor):
         """The line's trace context and where it came from, in priority order: a form over the keys
         found, an X-Ray header in any value, a configured correlation key, ``x-request-id``."""
         ctx, source = None, "derived_line"
-        found = self._found(fields)
-        if found:
-            ctx, source = self._read_forms(found)
+        found, candidates = self._found(fields)
+        if candidates:
+            ctx, source = self._read_forms(found, candidates)
         if ctx is None and b"Root=1-" in rec.raw:  # a substring test: no cost for lines without one
             ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
             source = "xray_value" if ctx else source

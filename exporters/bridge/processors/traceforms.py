@@ -13,8 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 _HEX = re.compile(r"[0-9a-f]+")
-_HEX32 = re.compile(r"[0-9a-f]{32}")
-_HEX16 = re.compile(r"[0-9a-f]{16}")
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
 _GUID = re.compile(r"\{?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})\}?")
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?")
@@ -67,11 +65,20 @@ def hex_id(value: Any, width: int) -> str | None:
     return None if text == _ZEROS[width] else text
 
 
+def hex_of(text: str, size: int) -> bool:
+    """Whether ``text`` is exactly ``size`` bytes of hex, at C speed: ``bytes.fromhex`` rejects any
+    other character but skips whitespace, which the byte count then gives away."""
+    try:
+        return len(bytes.fromhex(text)) == size and len(text) == 2 * size
+    except ValueError:
+        return False
+
+
 def trace_hex(value: Any) -> str | None:
     """A trace ID in plain hex (32 or 16 digits) or as a GUID."""
-    if isinstance(value, str) and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the common GUID
+    if type(value) is str and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the common GUID
         text = value.replace("-", "").lower()
-        return text if _HEX32.fullmatch(text) and text != _ZEROS[32] else None
+        return text if hex_of(text, 16) and text != _ZEROS[32] else None
     if isinstance(value, str) and len(value) > 32:
         guid = _GUID.fullmatch(value.strip().lower())
         return nonzero("".join(guid.groups()), 32) if guid else None
@@ -136,7 +143,7 @@ def parent_span(value: Any) -> str | None:
     """.NET ``ParentId``: a W3C traceparent, a hierarchical ID, or a bare 16-hex span ID."""
     if type(value) is str and len(value) == 16:  # the usual bare span ID
         text = value.lower()
-        return text if _HEX16.fullmatch(text) and text != _ZEROS[16] else None
+        return text if hex_of(text, 8) and text != _ZEROS[16] else None
     found = activity_id(value) if isinstance(value, str) and len(value) > 16 else None
     if found is not None:
         return found[1]

@@ -191,7 +191,6 @@ class OtlpSink(OtlpHttpSink):
         self.file_attrs: dict[str, bytes] = {}
         self.severities: dict[tuple[int, str], bytes] = {}
         self.scope = wire.scope(SCOPE_NAME, __version__)
-        self.observed = (0, b"")
         # key shape → the keys of its time, level and service
         self.shapes: dict[tuple[str, ...], tuple[str | None, str | None, str | None]] = {}
         self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields
@@ -288,15 +287,7 @@ class OtlpSink(OtlpHttpSink):
             attrs = file_attrs.get(rec.origin.path)
             if attrs is None or rec.parse_error or rec.truncated or rec.attributes:
                 attrs = self._attributes(rec)
-            item = log_record(
-                time_ns=ts or 0,
-                observed=observed,
-                severity=severity,
-                body=body,
-                attributes=attrs,
-                trace_id=rec.trace_id,
-                span_id=rec.span_id,
-            )
+            item = log_record(ts or 0, observed, severity, body, attrs, rec.trace_id, rec.span_id)
             key = (service, rec.origin.resource)
             group = by_service.get(key)
             if group is None:
@@ -309,23 +300,6 @@ class OtlpSink(OtlpHttpSink):
         if by_service:
             out.append((*self.encoded(self.body(by_service)), start, len(records)))
         return out
-
-    def items(self, rec: Record, now: int) -> list[bytes]:
-        if self.observed[0] != now:
-            self.observed = (now, wire.observed_field(now))
-        fields = rec.fields
-        body = rec.raw if fields is not None else rec.text().encode()  # parsed JSON is valid UTF-8
-        return [
-            wire.log_record(
-                time_ns=rec.time_ns() or 0,
-                observed=self.observed[1],
-                severity=self._severity(fields),
-                body=body,
-                attributes=self._attributes(rec),
-                trace_id=rec.trace_id,
-                span_id=rec.span_id,
-            )
-        ]
 
     def body(self, by_service: dict[ResourceKey, list[bytes]]) -> bytes:
         return b"".join(

@@ -55,8 +55,7 @@ OBSERVED = b"\x59"  # 11 observed_time_unix_nano, fixed64
 LOG_RECORD = 0x12  # ScopeLogs.log_records (2)
 
 
-def log_record(
-    *,
+def log_record(  # noqa: PLR0917 - called once per line, where keyword arguments cost more
     time_ns: int,
     observed: bytes,
     severity: bytes,
@@ -65,7 +64,7 @@ def log_record(
     trace_id: str | None,
     span_id: str | None,
 ) -> bytes:
-    """One LogRecord, wrapped as a ScopeLogs.log_records field.
+    """One LogRecord, wrapped as a ScopeLogs.log_records field. Positional: it runs once per line.
 
     ``observed`` is the pre-encoded observed-time field, ``severity`` the pre-encoded number and
     text fields, ``attributes`` the pre-encoded attribute fields, ``body`` the UTF-8 line.

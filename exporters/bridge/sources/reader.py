@@ -61,6 +61,7 @@ class FileReader:
         self.path, self.fd, self.dev, self.ino = path, fd, dev, ino
         self.max_line_bytes = max_line_bytes
         self.read_chunk_bytes = read_chunk_bytes
+        self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
         self.fingerprint_bytes = fingerprint_bytes
         self.fp = Fingerprint(b"", False)
         self.origin = Origin(path, b"")
@@ -176,6 +177,8 @@ class FileReader:
             return result
         result.grew = True
         want = min(self.read_chunk_bytes, end - self.read_offset, max(byte_room, 4096))
+        if self.line_bytes and room > 0:  # bytes read past the batch's room are read again next time
+            want = min(want, max(4096, room * self.line_bytes * 5 // 4))
         data = os.pread(self.fd, want, self.read_offset)
         if not data:
             return result
@@ -258,7 +261,9 @@ class FileReader:
         lengths = list(map(len, take))
         # each line's offset: where the run starts, plus the lengths and newlines before it
         out.extend(map(Record, take, repeat(self.origin), map(add, accumulate(lengths, initial=pos), count())))
-        pos += sum(lengths) + len(take)
+        taken = sum(lengths) + len(take)
+        self.line_bytes = taken // len(take)
+        pos += taken
         if len(take) < len(parts):  # batch full: give the rest back, to be read again next poll
             self.read_offset = pos
             self.partial = b""
