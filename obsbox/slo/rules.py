@@ -43,6 +43,7 @@ GPU_SCALE_DOWN_ALERT = "GPUScaleDown"
 LOG_ALERT_GROUP = "obsbox-log-metrics-alerts"
 GPU_GROUP = "obsbox-gpu-autoscaling"
 
+
 def num(value: float) -> str:
     """A number as PromQL and humans read it: 0.05, not 0.050000000000000044."""
     return f"{value:.12g}"
