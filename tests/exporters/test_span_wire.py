@@ -239,6 +239,38 @@ def test_the_caches_give_the_same_bytes_on_every_batch():
     assert encoder.encode([]) == b""
 
 
+class PublicOnly:
+    """A span read only through ReadableSpan's public properties, as any other span class would be."""
+
+    def __init__(self, span: ReadableSpan) -> None:
+        self.span = span
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.span, name)
+
+
+def test_spans_without_the_sdk_fields_are_read_through_the_public_properties():
+    limits = SpanLimits(max_span_attributes=2, max_events=1, max_links=1)
+    provider = TracerProvider(resource=Resource.create({"service.name": "public"}), span_limits=limits)
+    memory = finished(provider)
+    tracer = provider.get_tracer("public", "3")
+    links = [Link(SpanContext(1, 2, True)), Link(SpanContext(3, 4, False), {"l": 1})]
+    span = tracer.start_span("p", attributes={"a": 1, "b": "x", "c": True}, links=links)
+    span.add_event("dropped")
+    span.add_event("kept", {"e": 2.5})
+    span.end()
+    tracer.start_span("plain", attributes={"only": "one"}).end()
+    spans = memory.get_finished_spans()
+    ours = decode(SpanEncoder().encode([PublicOnly(s) for s in spans]))
+    assert ours == decode(encode_spans(spans).SerializeToString())
+    assert ours == decode(SpanEncoder().encode(spans))  # the direct reads give the same request
+    decoded = ours.resource_spans[0].scope_spans[0].spans[0]
+    assert (decoded.dropped_attributes_count, decoded.dropped_events_count, decoded.dropped_links_count) == (1, 1, 1)
+    assert [kv.key for kv in decoded.attributes] == ["b", "c"]
+
+
 leaves = st.one_of(
     st.text(max_size=12),
     st.booleans(),
