@@ -1,11 +1,12 @@
 """An OTLP/HTTP (``http/protobuf``) span exporter that writes the protobuf bytes itself.
 
 Why not the SDK's ``OTLPSpanExporter``: its encoding (``encode_spans`` then ``SerializeToString``)
-builds protobuf message objects in Python and costs about 27 µs per span of the middleware's shape,
-in a thread of the instrumented process, under the same GIL as the requests: more than half of what
-exporting a span added to a request. ``SpanEncoder`` (``span_wire``) writes the same request
-directly, a few µs a span, and the post goes over one keep-alive ``http.client`` connection (a
-``requests.Session`` post costs several times the CPU of one on ``http.client``).
+builds protobuf message objects in Python and costs 24-27 µs per span of the middleware's shape,
+in a thread of the instrumented process, under the same GIL as the requests: most of what exporting
+a span added to a request. ``SpanEncoder`` (``span_wire``) writes the same request directly, about
+3 µs a span, and the post goes over one keep-alive ``http.client`` connection (a
+``requests.Session`` post of the same body took about six times the CPU). See BENCHMARKS.md,
+"Instrumentation overhead".
 
 Configured as the SDK's exporter is, from the same environment variables (an argument wins):
 
@@ -19,10 +20,11 @@ Configured as the SDK's exporter is, from the same environment variables (an arg
 - TLS: ``OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`` (CA bundle), ``..._CLIENT_CERTIFICATE`` and
   ``..._CLIENT_KEY`` (mTLS).
 
-Retries as the SDK's: 429, 502, 503 and 504 and connection errors are retried (a connection error
-first once at once, for a keep-alive connection the server closed), after 1, 2, 4, ... s (±20%
-jitter) or the server's ``Retry-After``, at most 6 attempts and never past the timeout; any other
-status fails the batch at once; a status below 400 is success. ``shutdown()`` interrupts a backoff.
+Retries as the SDK's: 429, 502, 503 and 504 and connection errors are retried after 1, 2, 4, ... s
+(±20% jitter) or the server's ``Retry-After``, at most 6 attempts and never past the timeout (a
+connection error is first tried again at once, on a new connection: the server may have closed a
+kept-alive one); any other status fails the batch at once; a status below 400 is success.
+``shutdown()`` interrupts a backoff.
 What it does not do: HTTP(S)_PROXY, the SDK's credential-provider entry points and its own
 exporter metrics. ``OBSBOX_SDK_SPAN_EXPORTER=1`` (or ``OtelConfig(sdk_span_exporter=True)``)
 brings back the SDK's exporter.
