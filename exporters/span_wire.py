@@ -57,6 +57,7 @@ _BOUNDED_DICT = type(getattr(BoundedAttributes(), "_dict", None)) is dict
 # caches of encoded fragments keyed by id() keep a reference to the object, so an id is never reused
 # while its entry lives; past this many entries a cache starts afresh (a leak guard, not a tuning knob)
 _CACHE_LIMIT = 1024
+_PAIR_MAX_CHARS = 256  # longer strings (a query, a prompt) are rarely repeated: not worth keeping
 
 
 def _length(size: int) -> bytes:
@@ -230,8 +231,8 @@ class SpanEncoder:
     def _attributes(self, attributes: Mapping[str, Any] | None, tag: int) -> bytes:
         """Every attribute as a KeyValue field with ``tag``; one the SDK could not encode is left out.
 
-        Most values repeat from span to span (a method, a route, a status code): a str or int
-        attribute is encoded once per (tag, key, value) and then copied from the cache.
+        Most values repeat from span to span (a method, a route, a status code): an int or short
+        str attribute is encoded once per (tag, key, value) and then taken from the cache.
         """
         if not attributes:
             return b""
@@ -239,7 +240,7 @@ class SpanEncoder:
         out = []
         for key, value in attributes.items():
             kind = type(value)
-            if kind is str or kind is int:
+            if kind is int or (kind is str and len(value) <= _PAIR_MAX_CHARS):
                 pair = (tag, key, value)
                 encoded = pairs.get(pair)
                 if encoded is None:

@@ -49,6 +49,7 @@ EVERY_TYPE = {
     "str": "POST",
     "str.empty": "",
     "str.non_ascii": "grüße, 世界 🚀",
+    "str.long": "SELECT * FROM models WHERE name = 'ü' " * 20,  # past the pair cache's length bound
     "bool.true": True,
     "bool.false": False,
     "int.zero": 0,
