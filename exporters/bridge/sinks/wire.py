@@ -9,39 +9,8 @@ opentelemetry/proto/logs/v1/logs.proto; the tests decode every request with the 
 
 from __future__ import annotations
 
-_SMALL = [bytes([i]) for i in range(128)]
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 127:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # every one- and two-byte varint, precomputed
-
-
-def varint(value: int) -> bytes:
-    return _VARINTS[value] if value < 16384 else _encode_varint(value)
-
-
-def field(tag: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2): tag byte, length, payload."""
-    size = len(payload)
-    return _SMALL[tag] + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + payload
-
-
-def string_kv(key: str, value: str) -> bytes:
-    """A KeyValue with a string AnyValue, not yet wrapped as a field."""
-    return field(0x0A, key.encode()) + field(0x12, field(0x0A, value.encode()))
-
-
-def bool_kv(key: str, value: bool) -> bytes:
-    return field(0x0A, key.encode()) + field(0x12, b"\x10" + _SMALL[int(value)])
-
+# the generic primitives live in the shared core; bool_kv and string_kv are re-exported (the OTLP sink calls wire.*)
+from obsbox.protowire import _VARINTS, _encode_varint, bool_kv, field, string_kv, varint  # noqa: F401
 
 # LogRecord field tags (field number << 3 | wire type)
 TIME = b"\x09"  # 1 time_unix_nano, fixed64
