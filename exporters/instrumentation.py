@@ -48,7 +48,7 @@ class InstrumentConfig:
     worker_pool_header: str = "X-Worker-Pool"
     default_worker_pool: str = "default"
     stages: Sequence[str] = conventions.STAGES
-    stage_spans: bool = False  # a child span per stage(): a waterfall in the trace, ~30 µs per stage
+    stage_spans: bool = False  # a child span per stage(): a trace waterfall, ~13 µs a stage recorded, ~21 exported
     model_from_body: bool = True  # read "model" from a JSON request body the app did not name
     max_body_sniff: int = 64 * 1024
     metrics_path: str | None = "/metrics"  # served by the middleware itself; None: not mounted
