@@ -30,6 +30,7 @@ bridge leaves none behind.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import itertools
@@ -321,6 +322,20 @@ def add_counters(metrics: BridgeMetrics, increments: list[tuple[str, dict[str, s
 # ---------------------------------------------------------------- the bridge side
 
 
+def _unblock_call_queue(executor: ProcessPoolExecutor | None) -> None:
+    """Let a broken pool's queue feeder thread finish (CPython gh-94777, fixed in 3.12 and later 3.11
+    releases, not in Debian 12's 3.11.2): a batch it was writing when its worker died is never read,
+    the write blocks for good, and joining the pool's threads at exit hangs the bridge. With the read
+    end closed the write fails instead (the batch is handed to the new workers anyway)."""
+    queue = getattr(executor, "_call_queue", None)
+    if queue is None or hasattr(queue, "_terminate_broken"):  # this Python does it itself
+        return
+    reader = getattr(queue, "_reader", None)
+    if reader is not None:
+        with contextlib.suppress(OSError):
+            reader.close()
+
+
 @dataclass
 class Work:
     """A batch handed to the workers, kept until it is delivered (a crash hands it out again)."""
@@ -406,6 +421,7 @@ class WorkerPool:
             exc,
             len(pending),
         )
+        _unblock_call_queue(self.executor)
         self.shutdown(wait=False)
         for work in pending:
             if work.crashes < MAX_CRASHES_PER_BATCH:

@@ -172,6 +172,48 @@ def test_a_batch_cut_by_its_timeout_is_shared_among_the_workers_and_only_its_las
     assert first_batch(tmp_path, 600) == [(list(range(600)), True)]
 
 
+BLOCKED_FEEDER = """
+import multiprocessing, os, signal, sys, time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from obsbox.exporters.bridge.workers import _unblock_call_queue
+
+def busy(data):
+    time.sleep(60)
+
+if __name__ == "__main__":
+    executor = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    first = executor.submit(busy, b"")
+    while not executor._processes:
+        time.sleep(0.01)
+    time.sleep(1)  # the worker is busy: the next batch is being written, and nobody reads it
+    executor.submit(busy, b"x" * (8 << 20))
+    time.sleep(0.5)
+    for pid in list(executor._processes):
+        os.kill(pid, signal.SIGKILL)
+    try:
+        first.result(30)
+    except BrokenProcessPool:
+        pass
+    _unblock_call_queue(executor)  # what WorkerPool._restart does before letting the pool go
+    executor.shutdown(wait=False)
+    print("exiting", flush=True)
+"""
+
+
+def test_a_pool_broken_while_a_batch_was_being_written_to_it_does_not_hang_the_exit(tmp_path):
+    """A worker killed while the next batch is on its way: the queue's feeder thread blocks on a
+    pipe nobody reads, and the interpreter waits for it at exit, for good, unless the pool unblocks
+    it (Pythons without CPython's own fix for gh-94777, such as Debian 12's 3.11.2)."""
+    script = tmp_path / "blocked_feeder.py"
+    script.write_text(BLOCKED_FEEDER)
+    try:  # it exits in about a second; a hang is for good
+        done = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process hung at exit, waiting for the broken pool's queue feeder thread")
+    assert done.returncode == 0 and "exiting" in done.stdout, done.stderr[-2000:]
+
+
 def worker_pids(bridge: Bridge) -> list[int]:
     pool = bridge.pipelines[0].pool
     return pool.pids() if pool is not None else []
