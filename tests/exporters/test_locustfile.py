@@ -1,5 +1,5 @@
 """scripts/locustfile.py: it compiles everywhere, and where Locust is installed (the optional extra
-``locust``) it drives a real demo gateway briefly without a failure."""
+``locust``) it drives a real demo gateway briefly, with no failure but the demo's simulated faults."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.exporters.servers import free_port, wait_until
 from tests.scripts_path import console_script
 
 LOCUSTFILE = Path(__file__).parents[2] / "scripts" / "locustfile.py"
+SIMULATED_FAULTS = ("OOMKilled", "context deadline exceeded")  # exporters/demo/pipeline.py
 
 
 def test_locustfile_compiles():
@@ -39,7 +40,7 @@ def test_locust_drives_the_demo_gateway(tmp_path):
         locust = console_script("locust") or pytest.fail("the locust package is installed but its command is not")
         command = [locust, "-f", str(LOCUSTFILE), "--headless", "-u", "3", "-r", "3", "-t", "4s", "--host", url]
         result = subprocess.run(
-            [*command, "--only-summary", "--stop-timeout", "5"],
+            [*command, "--only-summary", "--stop-timeout", "5", "--exit-code-on-error", "0"],
             check=False,
             capture_output=True,
             text=True,
@@ -53,7 +54,12 @@ def test_locust_drives_the_demo_gateway(tmp_path):
     assert result.returncode == 0, report
     asks = re.search(r"POST\s+ask\s+(\d+)\s+(\d+)", report)
     assert asks, report
-    assert int(asks.group(1)) >= 1 and int(asks.group(2)) == 0  # requests made, none failed
+    assert int(asks.group(1)) >= 1 and int(asks.group(2)) < int(asks.group(1))  # requests made, answered
+    # The demo fails a rare request on purpose (a decoder OOM, a scheduler deadline), as its
+    # dashboards need errors to show: those are expected; any other failure is the locustfile's.
+    errors = re.findall(r"^\s*\d+\s+(POST .+)$", report.partition("Error report")[2], re.MULTILINE)
+    unexpected = [e for e in errors if not any(fault in e for fault in SIMULATED_FAULTS)]
+    assert not unexpected, report
     lines = (tmp_path / "gateway.json").read_text().splitlines()
     assert len(lines) >= int(asks.group(1))
 
