@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext
 
-from obsbox.protowire import _SMALL, _VARINTS, _encode_varint, field
+from obsbox.protowire import _SMALL, field, varint
 
 _logger = logging.getLogger(__name__)
 
@@ -58,10 +58,6 @@ _BOUNDED_DICT = type(getattr(BoundedAttributes(), "_dict", None)) is dict
 # while its entry lives; past this many entries a cache starts afresh (a leak guard, not a tuning knob)
 _CACHE_LIMIT = 1024
 _PAIR_MAX_CHARS = 256  # longer strings (a query, a prompt) are rarely repeated: not worth keeping
-
-
-def _length(size: int) -> bytes:
-    return _VARINTS[size] if size < 16384 else _encode_varint(size)
 
 
 class SpanEncoder:
@@ -182,7 +178,7 @@ class SpanEncoder:
         if attributes:
             parts.append(self._attributes(attributes, 0x4A))  # attributes (9)
         if dropped:
-            parts.append(b"\x50" + _length(dropped))  # dropped_attributes_count (10)
+            parts.append(b"\x50" + varint(dropped))  # dropped_attributes_count (10)
         if getattr(span, "_events", True) or getattr(span, "_links", True):  # the properties copy even empty lists
             parts.append(self._events_and_links(span))
         status = span.status
@@ -190,16 +186,16 @@ class SpanEncoder:
             parts.append(_status(status.status_code.value, status.description))  # status (15)
         parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)  # flags (16)
         body = b"".join(parts)
-        return b"\x12" + _length(len(body)) + body
+        return b"\x12" + varint(len(body)) + body
 
     def _events_and_links(self, span: ReadableSpan) -> bytes:
         """Span.events (11), dropped_events_count (12), links (13), dropped_links_count (14)."""
         parts = [self._event(event) for event in span.events]
         if span.dropped_events:
-            parts.append(b"\x60" + _length(span.dropped_events))
+            parts.append(b"\x60" + varint(span.dropped_events))
         parts.extend([self._link(link) for link in span.links])
         if span.dropped_links:
-            parts.append(b"\x70" + _length(span.dropped_links))
+            parts.append(b"\x70" + varint(span.dropped_links))
         return b"".join(parts)
 
     def _event(self, event: Any) -> bytes:
@@ -209,7 +205,7 @@ class SpanEncoder:
                 b"\x09" + event.timestamp.to_bytes(8, "little") if event.timestamp else b"",  # time_unix_nano (1)
                 field(0x12, event.name.encode()) if event.name else b"",  # name (2)
                 self._attributes(event.attributes, 0x1A) if event.attributes else b"",  # attributes (3)
-                b"\x20" + _length(event.dropped_attributes) if event.dropped_attributes else b"",  # dropped (4)
+                b"\x20" + varint(event.dropped_attributes) if event.dropped_attributes else b"",  # dropped (4)
             )
         )
         return field(0x5A, body)
@@ -222,7 +218,7 @@ class SpanEncoder:
                 b"\x0a\x10" + context.trace_id.to_bytes(16, "big"),  # trace_id (1)
                 b"\x12\x08" + context.span_id.to_bytes(8, "big"),  # span_id (2)
                 self._attributes(link.attributes, 0x22) if link.attributes else b"",  # attributes (4)
-                b"\x28" + _length(link.dropped_attributes) if link.dropped_attributes else b"",  # dropped (5)
+                b"\x28" + varint(link.dropped_attributes) if link.dropped_attributes else b"",  # dropped (5)
                 _LINK_FLAGS_REMOTE if context.is_remote else _LINK_FLAGS_LOCAL,  # flags (6)
             )
         )
@@ -266,7 +262,7 @@ class SpanEncoder:
         except Exception as error:  # as the SDK's encoder: log, leave the attribute out, go on
             _logger.exception("Failed to encode key %s: %s", key, error)
             return b""
-        return _SMALL[tag] + _length(len(kv)) + kv
+        return _SMALL[tag] + varint(len(kv)) + kv
 
 
 def _status(code: int, description: str | None) -> bytes:
@@ -289,9 +285,7 @@ def _int_value(value: int) -> bytes:
     """int_value (3): an int64 varint, a negative one as its 64-bit two's complement (10 bytes)."""
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"Value out of range: {value}")
-    if 0 <= value < 16384:
-        return b"\x18" + _VARINTS[value]
-    return b"\x18" + _encode_varint(value & _UINT64)
+    return b"\x18" + varint(value & _UINT64)
 
 
 def _double_value(value: float) -> bytes:

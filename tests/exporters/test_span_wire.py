@@ -405,15 +405,21 @@ def test_the_traces_endpoint_is_taken_as_given_and_arguments_win(receiver, monke
     assert OtlpHttpSpanExporter().endpoint == "http://localhost:4318/v1/traces"
 
 
-def test_a_503_is_retried_after_a_backoff_then_succeeds(receiver):
-    receiver.inner.refuse(503, times=1)
-    exporter = OtlpHttpSpanExporter(f"{receiver.url}/v1/traces", timeout=10)
+def export_once(url: str, spans: list, timeout: float = 10) -> tuple[SpanExportResult, float]:
+    """One export by a fresh exporter, then its shutdown: the result, and the seconds both took."""
+    exporter = OtlpHttpSpanExporter(url, timeout=timeout)
     started = time.monotonic()
     try:
-        assert exporter.export(some_spans(2)) is SpanExportResult.SUCCESS
+        result = exporter.export(spans)
     finally:
         exporter.shutdown()
-    elapsed = time.monotonic() - started
+    return result, time.monotonic() - started
+
+
+def test_a_503_is_retried_after_a_backoff_then_succeeds(receiver):
+    receiver.inner.refuse(503, times=1)
+    result, elapsed = export_once(f"{receiver.url}/v1/traces", some_spans(2))
+    assert result is SpanExportResult.SUCCESS
     assert [status for _, _, status in receiver.inner.requests] == [503, 200]
     assert 0.75 <= elapsed < 5, elapsed  # the first backoff: 1 s ± 20%
     assert [span.name for _, span in receiver.spans()] == ["span 0", "span 1"]
@@ -421,47 +427,32 @@ def test_a_503_is_retried_after_a_backoff_then_succeeds(receiver):
 
 def test_retry_after_is_honoured(receiver):
     receiver.inner.refuse(429, times=2, retry_after="0")
-    exporter = OtlpHttpSpanExporter(f"{receiver.url}/v1/traces", timeout=10)
-    started = time.monotonic()
-    try:
-        assert exporter.export(some_spans(1)) is SpanExportResult.SUCCESS
-    finally:
-        exporter.shutdown()
+    result, elapsed = export_once(f"{receiver.url}/v1/traces", some_spans(1))
+    assert result is SpanExportResult.SUCCESS
     assert [status for _, _, status in receiver.inner.requests] == [429, 429, 200]
-    assert time.monotonic() - started < 0.7  # no backoff of its own
+    assert elapsed < 0.7  # no backoff of its own
 
 
 def test_a_400_is_not_retried(receiver):
     receiver.inner.refuse(400)
-    exporter = OtlpHttpSpanExporter(f"{receiver.url}/v1/traces", timeout=10)
-    try:
-        assert exporter.export(some_spans(1)) is SpanExportResult.FAILURE
-    finally:
-        exporter.shutdown()
+    result, _ = export_once(f"{receiver.url}/v1/traces", some_spans(1))
+    assert result is SpanExportResult.FAILURE
     assert [status for _, _, status in receiver.inner.requests] == [400]
 
 
 def test_a_retry_that_would_outlast_the_timeout_is_not_waited_for(receiver):
     receiver.inner.refuse(503)
-    exporter = OtlpHttpSpanExporter(f"{receiver.url}/v1/traces", timeout=1.5)
-    started = time.monotonic()
-    try:
-        assert exporter.export(some_spans(1)) is SpanExportResult.FAILURE
-    finally:
-        exporter.shutdown()
+    result, elapsed = export_once(f"{receiver.url}/v1/traces", some_spans(1), timeout=1.5)
+    assert result is SpanExportResult.FAILURE
     # 1 s backoff fits in 1.5 s, the next (2 s) does not
     assert [status for _, _, status in receiver.inner.requests] == [503, 503]
-    assert time.monotonic() - started < 1.5
+    assert elapsed < 1.5
 
 
 def test_a_refused_connection_fails_within_the_timeout():
-    exporter = OtlpHttpSpanExporter(f"http://127.0.0.1:{free_port()}/v1/traces", timeout=1.0)
-    started = time.monotonic()
-    try:
-        assert exporter.export(some_spans(1)) is SpanExportResult.FAILURE
-    finally:
-        exporter.shutdown()
-    assert time.monotonic() - started < 1.5
+    result, elapsed = export_once(f"http://127.0.0.1:{free_port()}/v1/traces", some_spans(1), timeout=1.0)
+    assert result is SpanExportResult.FAILURE
+    assert elapsed < 1.5
 
 
 def test_shutdown_interrupts_a_backoff(receiver):

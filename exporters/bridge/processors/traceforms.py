@@ -69,7 +69,7 @@ def hex_of(text: str, size: int) -> bool:
     """Whether ``text`` is exactly ``size`` bytes of hex, at C speed: ``bytes.fromhex`` rejects any
     other character but skips whitespace, which the byte count then gives away."""
     try:
-        return len(bytes.fromhex(text)) == size and len(text) == 2 * size
+        return len(text) == 2 * size and len(bytes.fromhex(text)) == size
     except ValueError:
         return False
 

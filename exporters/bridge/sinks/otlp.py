@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from obsbox import __version__, logfields
+from obsbox import __version__, logfields, protowire
 from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
@@ -201,18 +201,18 @@ class OtlpSink(OtlpHttpSink):
             if len(self.file_attrs) > 10_000:
                 self.file_attrs.clear()
             attrs = self.file_attrs[rec.origin.path] = b"".join(
-                wire.field(wire.ATTRIBUTE, wire.string_kv(key, value))
+                wire.attribute(protowire.string_kv(key, value))
                 for key, value in (
                     ("log.file.path", rec.origin.path),
                     ("log.file.name", os.path.basename(rec.origin.path)),
                 )
             )
         if rec.parse_error:
-            attrs += wire.field(wire.ATTRIBUTE, wire.string_kv("obsbox.parse_error", rec.parse_error))
+            attrs += wire.attribute(protowire.string_kv("obsbox.parse_error", rec.parse_error))
         if rec.truncated:
-            attrs += wire.field(wire.ATTRIBUTE, wire.bool_kv("obsbox.truncated", True))
+            attrs += wire.attribute(protowire.bool_kv("obsbox.truncated", True))
         if rec.attributes:
-            attrs += b"".join(wire.field(wire.ATTRIBUTE, wire.string_kv(k, v)) for k, v in rec.attributes.items())
+            attrs += b"".join(wire.attribute(protowire.string_kv(k, v)) for k, v in rec.attributes.items())
         return attrs
 
     def _severity(self, fields: dict[str, Any] | None) -> bytes:
@@ -308,7 +308,7 @@ class OtlpSink(OtlpHttpSink):
         )
 
     def _resource_attributes(self, key: ResourceKey) -> list[bytes]:
-        return [wire.string_kv(k, v) for k, v in self.resource_attributes(key).items()]
+        return [protowire.string_kv(k, v) for k, v in self.resource_attributes(key).items()]
 
     def accepted(self, response: Response, records: list[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):

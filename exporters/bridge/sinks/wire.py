@@ -9,8 +9,7 @@ opentelemetry/proto/logs/v1/logs.proto; the tests decode every request with the 
 
 from __future__ import annotations
 
-# the generic primitives live in the shared core; bool_kv and string_kv are re-exported (the OTLP sink calls wire.*)
-from obsbox.protowire import _VARINTS, _encode_varint, bool_kv, field, string_kv, varint  # noqa: F401
+from obsbox.protowire import _VARINTS, _encode_varint, field, varint
 
 # LogRecord field tags (field number << 3 | wire type)
 TIME = b"\x09"  # 1 time_unix_nano, fixed64
@@ -56,6 +55,11 @@ def log_record(  # noqa: PLR0917 - called once per line, where keyword arguments
     )
     size = len(record)
     return b"\x12" + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + record  # LOG_RECORD
+
+
+def attribute(kv: bytes) -> bytes:
+    """A LogRecord.attributes field holding ``kv``, a KeyValue (``protowire.string_kv``/``bool_kv``)."""
+    return field(ATTRIBUTE, kv)
 
 
 def severity_fields(number: int, text: str) -> bytes:
