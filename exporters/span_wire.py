@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
@@ -60,6 +60,30 @@ _CACHE_LIMIT = 1024
 _PAIR_MAX_CHARS = 256  # longer strings (a query, a prompt) are rarely repeated: not worth keeping
 
 
+class _Groups:
+    """Resources or scopes: each one's encoded fields, kept by ``id()`` (the entry holds the object,
+    so its id is not reused while it lives), and a group id shared by equal ones."""
+
+    def __init__(self, group_ids: Iterator[int], encode: Callable[[Any], tuple[bytes, bytes]]) -> None:
+        self.group_ids = group_ids
+        self.encode = encode
+        self.by_id: dict[int, tuple[Any, int, bytes, bytes]] = {}  # id -> (object, group id, field, schema field)
+        self.groups: dict[Any, int] = {}  # object (by equality) -> group id
+
+    def of(self, obj: Any) -> tuple[int, bytes, bytes]:
+        """(group id, encoded field, encoded schema_url field) of ``obj``."""
+        cached = self.by_id.get(id(obj))
+        if cached is None:
+            if len(self.by_id) >= _CACHE_LIMIT:
+                self.by_id.clear()
+                self.groups.clear()
+            group = self.groups.get(obj)
+            if group is None:
+                group = self.groups[obj] = next(self.group_ids)
+            cached = self.by_id[id(obj)] = (obj, group, *self.encode(obj))
+        return cached[1], cached[2], cached[3]
+
+
 class SpanEncoder:
     """Encodes SDK spans into an ``ExportTraceServiceRequest``, grouped by resource, then by
     instrumentation scope, in the order each first appears (as the SDK's encoder groups them).
@@ -70,31 +94,21 @@ class SpanEncoder:
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}  # attribute key -> encoded KeyValue.key field
         self._pairs: dict[tuple[int, str, str | int], bytes] = {}  # (tag, key, str or int value) -> field
-        # id(resource) -> (resource, group id, ResourceSpans.resource field + schema_url field)
-        self._resources: dict[int, tuple[Resource, int, bytes, bytes]] = {}
-        self._resource_groups: dict[Resource, int] = {}  # equal resources share one ResourceSpans
-        self._scopes: dict[int, tuple[InstrumentationScope | None, int, bytes, bytes]] = {}
-        self._scope_groups: dict[InstrumentationScope | None, int] = {}
-        self._group_ids = itertools.count()  # never reused, even across a cache reset within a batch
+        group_ids = itertools.count()  # never reused, even across a cache reset within a batch
+        # ResourceSpans.resource and schema_url fields; equal resources share one ResourceSpans
+        self._resources = _Groups(group_ids, self._resource_fields)
+        self._scopes = _Groups(group_ids, self._scope_fields)  # ScopeSpans.scope and schema_url fields
 
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
         """The serialized request for ``spans``."""
         groups: dict[int, tuple[bytes, bytes, dict[int, tuple[bytes, bytes, list[bytes]]]]] = {}
         resources, scopes, span_field = self._resources, self._scopes, self._span
         for span in spans:
-            resource = span.resource
-            cached = resources.get(id(resource))
-            if cached is None:
-                cached = self._cache_resource(resource)
-            _, resource_group, resource_field, resource_schema = cached
+            resource_group, resource_field, resource_schema = resources.of(span.resource)
             group = groups.get(resource_group)
             if group is None:
                 group = groups[resource_group] = (resource_field, resource_schema, {})
-            scope = span.instrumentation_scope
-            cached_scope = scopes.get(id(scope))
-            if cached_scope is None:
-                cached_scope = self._cache_scope(scope)
-            _, scope_group, scope_field, scope_schema = cached_scope
+            scope_group, scope_field, scope_schema = scopes.of(span.instrumentation_scope)
             scope_spans = group[2].get(scope_group)
             if scope_spans is None:
                 scope_spans = group[2][scope_group] = (scope_field, scope_schema, [])
@@ -108,29 +122,13 @@ class SpanEncoder:
             out.append(field(0x0A, resource_field + b"".join(scope_spans_fields) + resource_schema))
         return b"".join(out)  # ExportTraceServiceRequest.resource_spans (1), one per resource
 
-    def _cache_resource(self, resource: Resource) -> tuple[Resource, int, bytes, bytes]:
-        if len(self._resources) >= _CACHE_LIMIT:
-            self._resources.clear()
-            self._resource_groups.clear()
-        group = self._resource_groups.get(resource)
-        if group is None:
-            group = self._resource_groups[resource] = next(self._group_ids)
-        encoded = (
-            resource,
-            group,
+    def _resource_fields(self, resource: Resource) -> tuple[bytes, bytes]:
+        return (
             field(0x0A, self._attributes(resource.attributes, 0x0A)),  # ResourceSpans.resource (1)
             field(0x1A, resource.schema_url.encode()) if resource.schema_url else b"",  # schema_url (3)
         )
-        self._resources[id(resource)] = encoded
-        return encoded
 
-    def _cache_scope(self, scope: InstrumentationScope | None) -> tuple[InstrumentationScope | None, int, bytes, bytes]:
-        if len(self._scopes) >= _CACHE_LIMIT:
-            self._scopes.clear()
-            self._scope_groups.clear()
-        group = self._scope_groups.get(scope)
-        if group is None:
-            group = self._scope_groups[scope] = next(self._group_ids)
+    def _scope_fields(self, scope: InstrumentationScope | None) -> tuple[bytes, bytes]:
         message = b""
         schema = b""
         if scope is not None:
@@ -142,9 +140,7 @@ class SpanEncoder:
                 )
             )
             schema = field(0x1A, scope.schema_url.encode()) if scope.schema_url else b""  # ScopeSpans.schema_url (3)
-        encoded = (scope, group, field(0x0A, message), schema)  # ScopeSpans.scope (1), present even when empty
-        self._scopes[id(scope)] = encoded
-        return encoded
+        return field(0x0A, message), schema  # ScopeSpans.scope (1), present even when empty
 
     def _span(self, span: ReadableSpan) -> bytes:
         """One Span, wrapped as a ScopeSpans.spans field (2)."""
