@@ -19,7 +19,7 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Batch, Checkpoint, Record
@@ -109,6 +109,16 @@ class Processor(Component):
     @abstractmethod
     def process(self, records: list[Record]) -> list[Record]:
         """Change, drop or add records (see the module docstring for what may change)."""
+
+
+class Encoding(Protocol):
+    """A batch a sink encodes in a worker process (``make_encoder`` makes one per batch), a chunk of
+    records at a time: the worker runs every processor and encoder over a chunk while its records are
+    still in the CPU's cache, then sends the ``payload`` to the sink's ``export_encoded``."""
+
+    def add(self, records: list[Record]) -> None: ...
+
+    def payload(self) -> Any: ...
 
 
 class Sink(Component):

@@ -12,6 +12,23 @@ from typing import Any
 
 from obsbox.exporters.bridge.record import Record
 
+Column = str | list[str | None]  # IDs of one width joined into one string, else as they are
+
+
+def column(ids: list[str | None], width: int) -> Column:
+    """The IDs of a batch as one string when each is ``width`` characters (the usual case: pickling
+    one string costs a fraction of thousands), else the list."""
+    if ids and None not in ids and set(map(len, ids)) == {width}:  # type: ignore[arg-type] # no None
+        return "".join(ids)  # type: ignore[arg-type] # no None, checked above
+    return ids
+
+
+def ids_of(values: Column, width: int) -> list[str | None]:
+    """A :func:`column` as the list of IDs it came from."""
+    if type(values) is str:
+        return [values[start : start + width] for start in range(0, len(values), width)]
+    return values  # type: ignore[return-value] # a list: the IDs as they were
+
 
 @dataclass
 class Changes:
@@ -19,9 +36,9 @@ class Changes:
     and by index the rare rest (a redacted line, a parse error, attributes); the parsed fields and
     enriched lines only when a sink needs whole records."""
 
-    trace_ids: list[str | None]
-    span_ids: list[str | None]
-    parents: list[str | None]
+    trace_ids: Column
+    span_ids: Column
+    parents: Column
     sparse: dict[int, tuple[bytes | None, str | None, dict[str, str] | None]]
     fields: list[dict[str, Any] | None] | None = None
     lines: list[bytes | None] | None = None
@@ -34,16 +51,17 @@ class Changes:
             if rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw
         }
         return cls(
-            [rec.trace_id for rec in records],
-            [rec.span_id for rec in records],
-            [rec.parent_span_id for rec in records],
+            column([rec.trace_id for rec in records], 32),
+            column([rec.span_id for rec in records], 16),
+            column([rec.parent_span_id for rec in records], 16),
             sparse,
             [rec.fields for rec in records] if whole else None,
             [rec.line() if rec.injector is not None else None for rec in records] if whole else None,
         )
 
     def apply(self, records: list[Record]) -> None:
-        for rec, trace_id, span_id, parent in zip(records, self.trace_ids, self.span_ids, self.parents, strict=True):
+        trace_ids, span_ids, parents = ids_of(self.trace_ids, 32), ids_of(self.span_ids, 16), ids_of(self.parents, 16)
+        for rec, trace_id, span_id, parent in zip(records, trace_ids, span_ids, parents, strict=True):
             rec.trace_id, rec.span_id, rec.parent_span_id = trace_id, span_id, parent
         for index, (raw, error, attributes) in self.sparse.items():
             rec = records[index]

@@ -51,7 +51,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from obsbox.exporters.bridge.component import Context, Processor, Sink
+from obsbox.exporters.bridge.component import Context, Encoding, Processor, Sink
 from obsbox.exporters.bridge.config import ComponentSpec
 from obsbox.exporters.bridge.deferred import Changes, Deferred
 from obsbox.exporters.bridge.metrics import BridgeMetrics
@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 WORKER_PROCESSORS = frozenset({"parse", "trace", "redact"})
 COUNTERS = ("parse_errors", "trace_ids", "redactions", "truncated", "errors")
 MAX_CRASHES_PER_BATCH = 3
+# Records run through every processor and encoder a chunk at a time: a chunk's parsed lines still
+# sit in the CPU's cache when the next stage reads them, where a whole batch's (megabytes) would not.
+# 1024 measured best (scripts/bench_bridge, BENCHMARKS.md); 64 loses to per-call costs.
+CHUNK = 1024
 PR_SET_PDEATHSIG = 1
 
 
@@ -198,7 +202,7 @@ class Plan:
 @dataclass
 class _Worker:
     processors: list[Processor]
-    encoders: list[Callable[[list[Record]], Any] | None]
+    encoders: list[Callable[[], Encoding] | None]  # per sink, a batch's encoding; None: encoded in the bridge
     metrics: BridgeMetrics
     whole: bool  # some sink needs whole records
     last: dict[tuple[str, tuple], float] = field(default_factory=dict)
@@ -250,8 +254,9 @@ def _start(plan: Plan, parent: int) -> None:
     _here["worker"] = _Worker(processors, encoders, metrics, whole=any(e is None for e in encoders))
 
 
-def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[list[Record]], Any] | None:
-    """The sink's encoder (``make_encoder``), or None when it needs whole records in the bridge."""
+def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], Encoding] | None:
+    """The sink's maker of batch encodings (``make_encoder``), or None when it needs whole records in
+    the bridge."""
     make = getattr(cls, "make_encoder", None)
     return make(config, context) if make is not None else None
 
@@ -259,12 +264,19 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[list
 def process(packed: Packed) -> WorkResult:
     """Run in a worker: the processors, then every sink's encoder, over one batch."""
     worker = _here["worker"]  # set by _start, the initializer of every worker process
-    records = unpack(packed)
-    originals = list(records)
-    raws = [rec.raw for rec in records]
-    for processor in worker.processors:
-        records = processor.process(records)
-    payloads = [encode(records) if encode is not None else None for encode in worker.encoders]
+    originals = unpack(packed)
+    raws = [rec.raw for rec in originals]
+    encodings = [make() if make is not None else None for make in worker.encoders]
+    records: list[Record] = []
+    for start in range(0, len(originals), CHUNK):
+        chunk = originals[start : start + CHUNK]
+        for processor in worker.processors:
+            chunk = processor.process(chunk)
+        for encoding in encodings:
+            if encoding is not None:
+                encoding.add(chunk)
+        records += chunk
+    payloads = [encoding.payload() if encoding is not None else None for encoding in encodings]
     whole = worker.whole
     changes = full = None
     if len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True)):

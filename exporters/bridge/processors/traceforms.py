@@ -65,20 +65,22 @@ def hex_id(value: Any, width: int) -> str | None:
     return None if text == _ZEROS[width] else text
 
 
-def hex_of(text: str, size: int) -> bool:
-    """Whether ``text`` is exactly ``size`` bytes of hex, at C speed: ``bytes.fromhex`` rejects any
-    other character but skips whitespace, which the byte count then gives away."""
+def hex_bytes(text: str, size: int) -> str | None:
+    """``text`` in lowercase when it is exactly ``size`` nonzero bytes of hex, else None; at C speed:
+    ``bytes.fromhex`` rejects any other character but skips whitespace, which the lengths give away."""
+    text = text.lower()
+    if len(text) != 2 * size or text == _ZEROS[2 * size]:
+        return None
     try:
-        return len(text) == 2 * size and len(bytes.fromhex(text)) == size
+        return text if len(bytes.fromhex(text)) == size else None
     except ValueError:
-        return False
+        return None
 
 
 def trace_hex(value: Any) -> str | None:
     """A trace ID in plain hex (32 or 16 digits) or as a GUID."""
     if type(value) is str and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the common GUID
-        text = value.replace("-", "").lower()
-        return text if hex_of(text, 16) and text != _ZEROS[32] else None
+        return hex_bytes(value.replace("-", ""), 16)
     if isinstance(value, str) and len(value) > 32:
         guid = _GUID.fullmatch(value.strip().lower())
         return nonzero("".join(guid.groups()), 32) if guid else None
@@ -142,8 +144,7 @@ def activity_id(value: Any) -> Context | None:
 def parent_span(value: Any) -> str | None:
     """.NET ``ParentId``: a W3C traceparent, a hierarchical ID, or a bare 16-hex span ID."""
     if type(value) is str and len(value) == 16:  # the usual bare span ID
-        text = value.lower()
-        return text if hex_of(text, 8) and text != _ZEROS[16] else None
+        return hex_bytes(value, 8)
     found = activity_id(value) if isinstance(value, str) and len(value) > 16 else None
     if found is not None:
         return found[1]

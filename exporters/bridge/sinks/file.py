@@ -37,6 +37,19 @@ def lines(records: list[Record]) -> bytes:
     return b"\n".join([rec.line() for rec in records]) + b"\n" if records else b""
 
 
+class LineEncoding:
+    """A batch's lines, made a chunk at a time in a worker (see ``component.Encoding``)."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def add(self, records: list[Record]) -> None:
+        self.parts.append(lines(records))
+
+    def payload(self) -> bytes:
+        return b"".join(self.parts)
+
+
 class FileSink(Sink):
     type = "file"
     url_option = "path"  # --to file:PATH
@@ -63,9 +76,9 @@ class FileSink(Sink):
         )
 
     @staticmethod
-    def make_encoder(config: FileConfig, context) -> Callable[[list[Record]], bytes]:
+    def make_encoder(config: FileConfig, context) -> Callable[[], LineEncoding]:
         """For worker processes: the batch's bytes are made there, and written here in order."""
-        return lines
+        return LineEncoding
 
     def export(self, records: list[Record]) -> ExportResult:
         return self.export_encoded(lines(records), records)

@@ -35,6 +35,7 @@ from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 log = logging.getLogger(__name__)
 ResourceKey = tuple[str, tuple[tuple[str, str], ...]]  # (service.name, the file's resource attributes)
+Request = tuple[bytes, dict[str, str], int, int]  # (body, headers, first record, end)
 LOGS_PATH = "/v1/logs"
 SCOPE_NAME = "obsbox.bridge"
 SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
@@ -80,6 +81,33 @@ def _parsed(records: list[Record]) -> None:
                 rec.fields = fields if type(fields) is dict else None
 
 
+class Encoding:
+    """One batch's export requests, encoded a chunk of records at a time (``component.Encoding``):
+    the requests cut so far, and the open one's items grouped by resource."""
+
+    def __init__(self, sink: OtlpHttpSink) -> None:
+        self.sink = sink
+        self.now = time.time_ns()
+        self.out: list[Request] = []
+        self.open: dict[ResourceKey, list[Any]] = {}
+        self.start = 0  # the open request's first record
+        self.size = 0  # its lines' bytes, plus an allowance per record for the fields around them
+        self.count = 0  # records added so far
+
+    def add(self, records: list[Record]) -> None:
+        self.sink.add(self, records)
+
+    def cut(self) -> None:
+        """Close the open request at the records added so far (nothing to send when it has no items)."""
+        if self.open:
+            self.out.append((*self.sink.encoded(self.sink.body(self.open)), self.start, self.count))
+        self.open, self.start, self.size = {}, self.count, 0
+
+    def payload(self) -> list[Request]:
+        self.cut()
+        return self.out
+
+
 class OtlpHttpSink(NetworkSink):
     """OTLP/HTTP protobuf transport: endpoint path, headers and resource from config and OTEL_* env."""
 
@@ -93,7 +121,7 @@ class OtlpHttpSink(NetworkSink):
         self.headers.update(env_pairs(f"OTEL_EXPORTER_OTLP_{self.signal.upper()}_HEADERS"))
         self.headers.update(config.headers)
         self.resource_attrs = {**env_pairs("OTEL_RESOURCE_ATTRIBUTES"), **config.resource}
-        self.prepared: list[tuple[bytes, dict[str, str], int, int]] | None = None
+        self.prepared: list[Request] | None = None
         self.default_service = (
             config.service_name or self.resource_attrs.get("service.name") or os.environ.get("OTEL_SERVICE_NAME")
         )
@@ -127,37 +155,40 @@ class OtlpHttpSink(NetworkSink):
         """The serialized export request for items grouped by resource."""
         raise NotImplementedError
 
-    def encode(self, records: list[Record]) -> list[tuple[bytes, dict[str, str], int, int]]:
+    def encoding(self) -> Encoding:
+        """A batch's requests, to be encoded a chunk of records at a time (see ``Encoding``)."""
+        return Encoding(self)
+
+    def encode(self, records: list[Record]) -> list[Request]:
         """The batch's requests: (body, headers, first record, end) each, at most ``max_request_bytes``
         of lines per request. Pure: a worker process runs it (see ``make_encoder``)."""
-        now = time.time_ns()
-        out = []
-        by_service: dict[ResourceKey, list[Any]] = {}
-        start = size = 0
-        for index, rec in enumerate(records):
+        encoding = self.encoding()
+        encoding.add(records)
+        return encoding.payload()
+
+    def add(self, encoding: Encoding, records: list[Record]) -> None:
+        """Encode ``records`` into ``encoding``: what each becomes (``items``), grouped by resource."""
+        limit, now = self.config.max_request_bytes, encoding.now
+        for rec in records:
             items = self.items(rec, now)
             if items:
-                by_service.setdefault((self.service_of(rec), rec.origin.resource), []).extend(items)
-            size += len(rec.raw) + 120
-            if size >= self.config.max_request_bytes:
-                if by_service:
-                    out.append((*self.encoded(self.body(by_service)), start, index + 1))
-                by_service, start, size = {}, index + 1, 0
-        if by_service:
-            out.append((*self.encoded(self.body(by_service)), start, len(records)))
-        return out
+                encoding.open.setdefault((self.service_of(rec), rec.origin.resource), []).extend(items)
+            encoding.size += len(rec.raw) + 120
+            encoding.count += 1
+            if encoding.size >= limit:
+                encoding.cut()
 
     @classmethod
-    def make_encoder(cls, config: OtlpConfig, context) -> Callable[[list[Record]], Any]:
+    def make_encoder(cls, config: OtlpConfig, context) -> Callable[[], Encoding]:
         """For worker processes: requests are encoded (and compressed) there, and sent from here."""
-        return cls(config, context).encode
+        return cls(config, context).encoding
 
     def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
         prepared, self.prepared = self.prepared, None
         for body, headers, start, end in prepared if prepared is not None else self.encode(records):
             yield body, headers, records[start:end]
 
-    def export_encoded(self, payload: list[tuple[bytes, dict[str, str], int, int]], records: list[Record]) -> Any:
+    def export_encoded(self, payload: list[Request], records: list[Record]) -> Any:
         """Send requests a worker encoded from ``records`` (see ``encode``), as ``export`` would."""
         self.prepared = payload
         try:
@@ -266,17 +297,14 @@ class OtlpSink(OtlpHttpSink):
                 service = self.service_of(rec)
         return ts, severity, service
 
-    def encode(self, records: list[Record]) -> list[tuple[bytes, dict[str, str], int, int]]:
-        """As ``OtlpHttpSink.encode``, with the well-known fields read through per-shape plans and
-        the attributes of a plain line (its file's) looked up once per file."""
-        now = time.time_ns()
-        observed = wire.observed_field(now)
+    def add(self, encoding: Encoding, records: list[Record]) -> None:
+        """As ``OtlpHttpSink.add``, with the well-known fields read through per-shape plans and the
+        attributes of a plain line (its file's) looked up once per file."""
+        observed = wire.observed_field(encoding.now)
         log_record, limit, well_known = wire.log_record, self.config.max_request_bytes, self._well_known
         file_attrs = self.file_attrs
-        out = []
-        by_service: dict[ResourceKey, list[bytes]] = {}
-        start = size = 0
-        for index, rec in enumerate(records):
+        by_service, size, count = encoding.open, encoding.size, encoding.count
+        for rec in records:
             fields = rec.fields
             if fields is not None:
                 ts, severity, service = well_known(rec, fields)
@@ -294,12 +322,12 @@ class OtlpSink(OtlpHttpSink):
                 group = by_service[key] = []
             group.append(item)
             size += len(body) + 120
+            count += 1
             if size >= limit:
-                out.append((*self.encoded(self.body(by_service)), start, index + 1))
-                by_service, start, size = {}, index + 1, 0
-        if by_service:
-            out.append((*self.encoded(self.body(by_service)), start, len(records)))
-        return out
+                encoding.size, encoding.count = size, count
+                encoding.cut()
+                by_service, size = encoding.open, 0
+        encoding.size, encoding.count = size, count
 
     def body(self, by_service: dict[ResourceKey, list[bytes]]) -> bytes:
         return b"".join(

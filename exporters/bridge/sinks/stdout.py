@@ -9,16 +9,16 @@ from collections.abc import Callable
 
 from obsbox.exporters.bridge.component import ExportResult, Sink
 from obsbox.exporters.bridge.record import Record
-from obsbox.exporters.bridge.sinks.file import lines
+from obsbox.exporters.bridge.sinks.file import LineEncoding, lines
 
 
 class StdoutSink(Sink):
     type = "stdout"
 
     @staticmethod
-    def make_encoder(config: object, context: object) -> Callable[[list[Record]], bytes]:
+    def make_encoder(config: object, context: object) -> Callable[[], LineEncoding]:
         """For worker processes: the batch's bytes are made there, and written here in order."""
-        return lines
+        return LineEncoding
 
     def export(self, records: list[Record]) -> ExportResult:
         return self.export_encoded(lines(records), records)
