@@ -109,7 +109,7 @@ class Pipeline:
                 self._settle(self.in_flight)  # stopping: the batch in flight may still finish (abort bounds it)
             self.exporter.shutdown(wait=True)
             if pool is not None:
-                pool.shutdown()
+                pool.close()
                 log.info("pipeline %s: %s", self.name, pool.report())  # scripts/bench_bridge reads it
             if self.progress:
                 self.progress.finish()
@@ -346,7 +346,8 @@ class Bridge:
             for spec_ in (self.config.components["sinks"][key] for key in spec.sinks)
         ]
         plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
-        return WorkerPool(count, plan, self.metrics)
+        # a slot holds a batch's lines, then its payloads: OTLP without compression adds ~30%
+        return WorkerPool(count, plan, self.metrics, slot_bytes=2 * spec.batch.max_bytes)
 
     def serve_metrics(self) -> None:
         port = self.config.settings.metrics_port

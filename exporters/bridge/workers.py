@@ -47,10 +47,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from multiprocessing.shared_memory import SharedMemory
 from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+from obsbox.exporters.bridge import slots
 from obsbox.exporters.bridge.component import Context, Encoding, Processor, Sink
 from obsbox.exporters.bridge.config import ComponentSpec
 from obsbox.exporters.bridge.deferred import Changes, Deferred
@@ -76,8 +78,9 @@ class Packed:
     joined, their lengths and offsets (so pickling costs a few objects, not several per line), and
     the rare per-line extras (truncated, attributes) by index."""
 
-    runs: list[tuple[Any, bytes, bytes, bytes]]  # (origin, joined lines, lengths, offsets)
+    runs: list[tuple[Any, Any, bytes, bytes]]  # (origin, joined lines or their slots.Part, lengths, offsets)
     extras: dict[int, tuple[bool, dict[str, str] | None]]
+    slot: str | None = None  # the shared-memory slot holding the lines (see ``slots``)
 
 
 def available_cores(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
@@ -264,7 +267,7 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], E
 def process(packed: Packed) -> WorkResult:
     """Run in a worker: the processors, then every sink's encoder, over one batch."""
     worker = _here["worker"]  # set by _start, the initializer of every worker process
-    originals = unpack(packed)
+    originals = unpack(slots.lines_from(packed))
     raws = [rec.raw for rec in originals]
     encodings = [make() if make is not None else None for make in worker.encoders]
     records: list[Record] = []
@@ -276,7 +279,7 @@ def process(packed: Packed) -> WorkResult:
             if encoding is not None:
                 encoding.add(chunk)
         records += chunk
-    payloads = [encoding.payload() if encoding is not None else None for encoding in encodings]
+    payloads = slots.put([encoding.payload() if encoding is not None else None for encoding in encodings], packed.slot)
     whole = worker.whole
     changes = full = None
     if len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True)):
@@ -358,14 +361,15 @@ class Work:
     started: float
     future: Future | None = None
     crashes: int = 0
+    slot: SharedMemory | None = None  # holds its lines, then its payloads, until its result is collected
 
 
 class WorkerPool:
-    """``count`` forked worker processes for one pipeline; batches in, results in submission order.
+    """``count`` worker processes for one pipeline; batches in, results in submission order.
 
     Threading: used from the pipeline thread only."""
 
-    def __init__(self, count: int, plan: Plan, metrics: BridgeMetrics) -> None:
+    def __init__(self, count: int, plan: Plan, metrics: BridgeMetrics, slot_bytes: int = 0) -> None:
         if count < 1:
             raise ValueError("a worker pool needs at least one worker")
         self.count = count
@@ -376,6 +380,7 @@ class WorkerPool:
         self.peak_rss: dict[int, int] = {}  # worker pid → peak RSS in KiB
         self.cpu: dict[int, float] = {}  # worker pid → CPU seconds
         self.crashes = 0
+        self.slots = slots.Slots(slot_bytes, enabled=None if slot_bytes > 0 else False)
 
     def _executor(self) -> ProcessPoolExecutor:
         if self.executor is None:
@@ -398,8 +403,14 @@ class WorkerPool:
     def submit(self, work: Work) -> None:
         if work.packed is None:  # processed in the bridge (no pool): nothing to hand out
             return
+        if work.slot is None:
+            work.slot = self.slots.take()
+        shipped = slots.lines_into(work.packed, work.slot) if work.slot is not None else None
+        if shipped is None and work.slot is not None:  # too big for a slot: through the pipe
+            self.slots.give(work.slot)
+            work.slot = None
         try:
-            work.future = self._executor().submit(process, work.packed)
+            work.future = self._executor().submit(process, shipped or work.packed)
         except BrokenProcessPool:
             work.future = None  # picked up by result(), which restarts the pool
 
@@ -418,12 +429,21 @@ class WorkerPool:
                 self._restart(exc, [work, *pending])
                 if work.crashes >= MAX_CRASHES_PER_BATCH:
                     log.error("a batch crashed its worker %d times: processing it in the bridge", work.crashes)
+                    self._release(work)
                     return None
                 continue
+            if work.slot is not None:
+                result.payloads = slots.taken(result.payloads, work.slot)
+                self._release(work)
             self.peak_rss[result.pid] = max(self.peak_rss.get(result.pid, 0), result.max_rss)
             self.cpu[result.pid] = result.cpu
             add_counters(self.metrics, result.counters)
             return result
+
+    def _release(self, work: Work) -> None:
+        if work.slot is not None:
+            self.slots.give(work.slot)
+            work.slot = None
 
     def _restart(self, exc: BaseException, pending: Sequence[Work]) -> None:
         self.crashes += 1
@@ -449,14 +469,20 @@ class WorkerPool:
         if executor is not None:
             executor.shutdown(wait=wait, cancel_futures=True)
 
+    def close(self) -> None:
+        """Stop the workers and remove the shared-memory slots."""
+        self.shutdown()
+        self.slots.close()
+
     def report(self) -> str:
-        """Workers, their peak RSS (each counts the pages it shares with the bridge since the fork),
-        the bridge process's own, and crashes."""
+        """Workers, their peak RSS (the pages of shared-memory slots they touched count in each,
+        and in the bridge's), the bridge process's own, crashes, and the slots."""
         rss = sorted(self.peak_rss.values(), reverse=True)
         mib = ", ".join(f"{kib / 1024:.1f}" for kib in rss) or "none"
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu = ", ".join(f"{seconds:.2f}" for seconds in sorted(self.cpu.values(), reverse=True)) or "none"
         return (
             f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {usage.ru_maxrss / 1024:.1f}; "
-            f"CPU s: workers [{cpu}], bridge {usage.ru_utime + usage.ru_stime:.2f}; crashes: {self.crashes}"
+            f"CPU s: workers [{cpu}], bridge {usage.ru_utime + usage.ru_stime:.2f}; crashes: {self.crashes}; "
+            f"{self.slots.report()}"
         )

@@ -18,6 +18,7 @@ import pytest
 
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge import slots
 from obsbox.exporters.bridge.runner import Bridge
 from obsbox.exporters.bridge.workers import available_cores
 from obsbox.local.receiver import Receiver
@@ -280,6 +281,9 @@ def test_workers_do_not_outlive_a_bridge_killed_with_sigkill(tmp_path):
             kids = children(proc.pid)
             time.sleep(0.05)
         assert len(kids) >= 2, f"expected two workers, found {kids}"
+        while not segments(proc.pid) and time.monotonic() < deadline:  # the first batch took a slot
+            time.sleep(0.05)
+        assert segments(proc.pid), "expected the first batch in a shared-memory slot"
     finally:
         proc.kill()
         proc.wait(10)
@@ -291,6 +295,14 @@ def test_workers_do_not_outlive_a_bridge_killed_with_sigkill(tmp_path):
         time.sleep(0.05)
     alive = [kid for kid in kids if Path(f"/proc/{kid}").exists() and "Z" not in _state(kid)]
     assert not alive, f"workers {alive} outlived the bridge"
+    deadline = time.monotonic() + 10  # multiprocessing's resource tracker removes them once all are gone
+    while segments(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not segments(proc.pid), "the killed bridge's shared-memory slots were left behind"
+
+
+def segments(pid: int) -> list[str]:
+    return [path.name for path in slots.SHM_DIR.glob(f"obsbox-{pid}-*")]
 
 
 def _state(pid: int) -> str:

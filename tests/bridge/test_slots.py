@@ -1,0 +1,72 @@
+"""Shared-memory slots between the bridge and its workers: what goes in comes out, what does not fit
+takes the pipe, and the segments go away with the pool (also after a ``kill -9``, see test_workers)."""
+
+from __future__ import annotations
+
+import os
+
+from obsbox.exporters.bridge import slots
+from obsbox.exporters.bridge.record import Origin, Record
+from obsbox.exporters.bridge.workers import pack, unpack
+
+
+def records(count: int, size: int) -> list[Record]:
+    one, two = Origin("/var/log/a.log", b"a" * 16), Origin("/var/log/b.log", b"b" * 16)
+    return [Record(b"%06d" % i + b"x" * (size - 6), one if i % 3 else two, i * (size + 1)) for i in range(count)]
+
+
+def test_a_batch_written_to_a_slot_unpacks_in_the_worker_to_the_same_records():
+    pool = slots.Slots(64 * 1024)
+    try:
+        slot = pool.take()
+        assert slot is not None and (slots.SHM_DIR / slot.name).exists()
+        batch = records(100, 300)
+        shipped = slots.lines_into(pack(batch), slot)
+        assert shipped is not None and shipped.slot == slot.name
+        assert all(type(run[1]) is slots.Part for run in shipped.runs)  # no line bytes left to pickle
+        got = unpack(slots.lines_from(shipped))
+        assert [(r.raw, r.origin, r.offset) for r in got] == [(r.raw, r.origin, r.offset) for r in batch]
+    finally:
+        pool.close()
+
+
+def test_lines_that_do_not_fit_take_the_pipe():
+    pool = slots.Slots(16 * 1024)
+    try:
+        assert slots.lines_into(pack(records(100, 300)), pool.take()) is None  # 30 KB of lines
+    finally:
+        pool.close()
+
+
+def test_payloads_written_over_the_lines_come_back_as_the_same_bytes_and_the_oversized_stay_bytes():
+    pool = slots.Slots(64 * 1024)
+    try:
+        slot = pool.take()
+        big, small, huge = os.urandom(40 * 1024), os.urandom(100), os.urandom(80 * 1024)
+        payloads = [[(big, {"Content-Type": "x"}, 0, 7), (small, {}, 7, 9)], huge, None]
+        placed = slots.put(payloads, slot.name)
+        assert type(placed[0][0][0]) is slots.Part  # large enough to be worth it, and it fits
+        assert placed[0][1][0] is small  # too small to be worth it
+        assert placed[1] is huge  # does not fit in what is left
+        assert slots.taken(placed, slot) == payloads
+    finally:
+        pool.close()
+
+
+def test_slots_are_reused_and_removed_when_the_pool_closes():
+    pool = slots.Slots(4096)
+    first = pool.take()
+    second = pool.take()
+    pool.give(first)
+    assert pool.take() is first
+    names = [first.name, second.name]
+    assert all(name.startswith(f"obsbox-{os.getpid()}-") for name in names)
+    assert pool.report() == "shared-memory slots: 2 of 0.00390625 MiB"
+    pool.close()
+    assert not any((slots.SHM_DIR / name).exists() for name in names)
+
+
+def test_without_shared_memory_there_are_no_slots():
+    pool = slots.Slots(4096, enabled=False)
+    assert pool.take() is None
+    assert pool.report() == "no shared memory"
