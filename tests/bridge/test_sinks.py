@@ -4,6 +4,9 @@ here: what is checked is the documented wire contract."""
 
 from __future__ import annotations
 
+import gzip
+import platform
+import sys
 import threading
 import time
 
@@ -13,6 +16,7 @@ import pytest
 from obsbox.config import build
 from obsbox.exporters.bridge.component import ExportResult
 from obsbox.exporters.bridge.processors.redact import RedactProcessor
+from obsbox.exporters.bridge.sinks import http
 from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.exporters.bridge.sinks.spans import SpansConfig, SpansSink
@@ -319,3 +323,15 @@ def test_epoch_numbers_are_read_in_the_unit_their_size_says(value, expected):
     from obsbox.logfields import timestamp_ns  # noqa: PLC0415
 
     assert timestamp_ns({"ts": value}) == expected
+
+
+def test_gzip_bodies_are_standard_gzip_and_made_by_isa_l_where_its_wheel_is_a_dependency():
+    body = b"".join(orjson.dumps({"seq": i, "msg": "x" * (i % 50)}) + b"\n" for i in range(5_000)) + bytes(range(256))
+    headers: dict[str, str] = {}
+    sent = http.compress(body, "gzip", headers)
+    assert headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(sent) == body  # what any receiver's gzip reader takes
+    assert len(sent) < len(body) // 4
+    if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64"):  # pyproject's marker
+        assert http.gzip_compress.__module__.startswith("isal"), "isal is a dependency here but was not used"
+    assert http.compress(body, "none", {}) is body

@@ -7,7 +7,6 @@ while http.client keeps the hot path free of extra dependencies and allocations.
 from __future__ import annotations
 
 import base64
-import gzip
 import http.client
 import os
 import socket
@@ -16,6 +15,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from obsbox.exporters.bridge.retry import Attempt, parse_retry_after
+
+try:  # ISA-L's deflate (binary wheels on PyPI): at level 1 about 5x zlib's speed, at a better ratio
+    from isal.igzip import compress as gzip_compress
+except ImportError:  # pragma: no cover - a platform without its wheel: the standard library's zlib
+    from gzip import compress as gzip_compress
 
 
 @dataclass
@@ -90,7 +94,7 @@ def env(name: str | None) -> str | None:
 def compress(body: bytes, compression: str, headers: dict[str, str]) -> bytes:
     if compression == "gzip":
         headers["Content-Encoding"] = "gzip"
-        return gzip.compress(body, compresslevel=1)  # level 1: most of the ratio for a fraction of the CPU
+        return gzip_compress(body, compresslevel=1)  # level 1: most of the ratio for a fraction of the CPU
     return body
 
 
