@@ -58,7 +58,14 @@ class Slots:
             return None
         try:
             slot = SharedMemory(f"obsbox-{os.getpid()}-{secrets.token_hex(4)}", create=True, size=self.size)
-        except OSError:  # /dev/shm full or not writable: the pipes still work
+        except OSError:  # /dev/shm not writable: the pipes still work
+            self.enabled = False
+            return None
+        try:
+            _reserve(slot)
+        except OSError:  # /dev/shm too small (a container's is 64 MiB by default): the pipes still work
+            slot.close()
+            slot.unlink()
             self.enabled = False
             return None
         self.made.append(slot)
@@ -78,6 +85,16 @@ class Slots:
             with contextlib.suppress(OSError):
                 slot.unlink()
         self.made, self.free = [], []
+
+
+def _reserve(slot: SharedMemory) -> None:
+    """Allocate the slot's pages now: a write to a mapped page that ``/dev/shm`` has no room for
+    would kill the process with SIGBUS, where this fails with ENOSPC."""
+    fd = os.open(SHM_DIR / slot.name, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, slot.size)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- the bridge side

@@ -70,3 +70,16 @@ def test_without_shared_memory_there_are_no_slots():
     pool = slots.Slots(4096, enabled=False)
     assert pool.take() is None
     assert pool.report() == "no shared memory"
+
+
+def test_no_slot_when_shared_memory_has_no_room_for_it(monkeypatch):
+    """A container's /dev/shm is 64 MiB by default; a slot it cannot hold is not made (a write to
+    it would be a SIGBUS), and the batches take the pipes."""
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(slots.os, "posix_fallocate", full)
+    pool = slots.Slots(4096)
+    assert pool.take() is None and not pool.enabled
+    assert not list(slots.SHM_DIR.glob(f"obsbox-{os.getpid()}-*"))
