@@ -100,12 +100,19 @@ def _reserve(slot: SharedMemory) -> None:
 # ---------------------------------------------------------------- the bridge side
 
 
+def _buffer(slot: SharedMemory) -> memoryview:
+    buf = slot.buf
+    if buf is None:  # closed: only once the pool has stopped
+        raise ValueError(f"shared-memory slot {slot.name} is closed")
+    return buf
+
+
 def lines_into(packed: Any, slot: SharedMemory) -> Any | None:
     """``packed`` (a ``workers.Packed``) with its runs' lines written to ``slot`` and replaced by
     :class:`Part` s; None when they do not fit."""
     if sum(len(joined) for _, joined, _, _ in packed.runs) > slot.size:
         return None
-    buf, cursor, runs = slot.buf, 0, []
+    buf, cursor, runs = _buffer(slot), 0, []
     for origin, joined, lengths, offsets in packed.runs:
         end = cursor + len(joined)
         buf[cursor:end] = joined
@@ -118,7 +125,7 @@ def taken(value: Any, slot: SharedMemory) -> Any:
     """A worker's ``value`` with every :class:`Part` copied out of ``slot`` as bytes."""
     kind = type(value)
     if kind is Part:
-        return bytes(slot.buf[value.start : value.end])
+        return bytes(_buffer(slot)[value.start : value.end])
     if kind is list or kind is tuple:
         return kind(taken(item, slot) for item in value)
     return value
