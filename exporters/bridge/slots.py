@@ -7,8 +7,9 @@ as much as parsing it. Through a slot they are copied twice: the bridge writes t
 worker reads them out; the worker writes its payloads over them, the bridge copies them out when it
 collects the result. Everything else (offsets, IDs, counters) still travels pickled.
 
-A slot belongs to one batch from the moment it is handed out until its result is collected; a batch
-handed out again after a worker crash writes its lines again. What does not fit goes through the
+A slot belongs to one batch from the moment it is handed out until its result is collected. After a
+worker crash the slots of the batches handed out again are removed, not reused: a worker of the
+broken pool may still be writing to one for a moment. What does not fit goes through the
 pipe as before, and so does everything where ``/dev/shm`` does not exist.
 
 The bridge creates the segments (``SharedMemory``, so multiprocessing's resource tracker unlinks
@@ -23,6 +24,7 @@ import contextlib
 import mmap
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
@@ -64,8 +66,7 @@ class Slots:
         try:
             _reserve(slot)
         except OSError:  # /dev/shm too small (a container's is 64 MiB by default): the pipes still work
-            slot.close()
-            slot.unlink()
+            _remove(slot)
             self.enabled = False
             return None
         self.made.append(slot)
@@ -75,16 +76,26 @@ class Slots:
     def give(self, slot: SharedMemory) -> None:
         self.free.append(slot)
 
+    def discard(self, slot: SharedMemory) -> None:
+        """Remove a slot for good: after a crash, a worker of the broken pool may still be writing to
+        it for a moment, so neither the batch handed out again nor any later one may use it."""
+        self.made.remove(slot)
+        _remove(slot)
+
     def report(self) -> str:
         return f"shared-memory slots: {self.peak} of {self.size / 2**20:g} MiB" if self.peak else "no shared memory"
 
     def close(self) -> None:
         for slot in self.made:
-            with contextlib.suppress(OSError, BufferError):
-                slot.close()
-            with contextlib.suppress(OSError):
-                slot.unlink()
+            _remove(slot)
         self.made, self.free = [], []
+
+
+def _remove(slot: SharedMemory) -> None:
+    with contextlib.suppress(OSError, BufferError):
+        slot.close()
+    with contextlib.suppress(OSError):
+        slot.unlink()
 
 
 def _reserve(slot: SharedMemory) -> None:
@@ -121,14 +132,19 @@ def lines_into(packed: Any, slot: SharedMemory) -> Any | None:
     return replace(packed, runs=runs, slot=slot.name)
 
 
+def _each(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` (payloads: lists and tuples of bytes and other things) with ``leaf`` applied to
+    everything that is not a list or tuple."""
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return kind(_each(item, leaf) for item in value)
+    return leaf(value)
+
+
 def taken(value: Any, slot: SharedMemory) -> Any:
     """A worker's ``value`` with every :class:`Part` copied out of ``slot`` as bytes."""
-    kind = type(value)
-    if kind is Part:
-        return bytes(_buffer(slot)[value.start : value.end])
-    if kind is list or kind is tuple:
-        return kind(taken(item, slot) for item in value)
-    return value
+    buf = _buffer(slot)
+    return _each(value, lambda item: bytes(buf[item.start : item.end]) if type(item) is Part else item)
 
 
 # ---------------------------------------------------------------- the worker side
@@ -167,13 +183,10 @@ def put(value: Any, name: str | None) -> Any:
 
     def place(item: Any) -> Any:
         nonlocal cursor
-        kind = type(item)
-        if kind is bytes and len(item) >= MIN_SHARED_BYTES and cursor + len(item) <= len(mapping):
+        if type(item) is bytes and len(item) >= MIN_SHARED_BYTES and cursor + len(item) <= len(mapping):
             start, cursor = cursor, cursor + len(item)
             mapping[start:cursor] = item
             return Part(start, cursor)
-        if kind is list or kind is tuple:
-            return kind(place(part) for part in item)
         return item
 
-    return place(value)
+    return _each(value, place)

@@ -406,9 +406,8 @@ class WorkerPool:
         if work.slot is None:
             work.slot = self.slots.take()
         shipped = slots.lines_into(work.packed, work.slot) if work.slot is not None else None
-        if shipped is None and work.slot is not None:  # too big for a slot: through the pipe
-            self.slots.give(work.slot)
-            work.slot = None
+        if shipped is None:  # too big for a slot: through the pipe
+            self._release(work)
         try:
             work.future = self._executor().submit(process, shipped or work.packed)
         except BrokenProcessPool:
@@ -429,7 +428,6 @@ class WorkerPool:
                 self._restart(exc, [work, *pending])
                 if work.crashes >= MAX_CRASHES_PER_BATCH:
                     log.error("a batch crashed its worker %d times: processing it in the bridge", work.crashes)
-                    self._release(work)
                     return None
                 continue
             if work.slot is not None:
@@ -456,6 +454,9 @@ class WorkerPool:
         _unblock_call_queue(self.executor)
         self.shutdown(wait=False)
         for work in pending:
+            if work.slot is not None:  # the old pool's workers may not be gone yet (see ``slots``)
+                self.slots.discard(work.slot)
+                work.slot = None
             if work.crashes < MAX_CRASHES_PER_BATCH:
                 self.submit(work)
 

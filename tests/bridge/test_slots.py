@@ -83,3 +83,17 @@ def test_no_slot_when_shared_memory_has_no_room_for_it(monkeypatch):
     pool = slots.Slots(4096)
     assert pool.take() is None and not pool.enabled
     assert not list(slots.SHM_DIR.glob(f"obsbox-{os.getpid()}-*"))
+
+
+def test_a_discarded_slot_is_removed_and_never_handed_out_again():
+    pool = slots.Slots(4096)
+    try:
+        kept, dropped = pool.take(), pool.take()
+        pool.give(kept)
+        pool.discard(dropped)
+        assert not (slots.SHM_DIR / dropped.name).exists()
+        assert pool.made == [kept]
+        assert pool.take() is kept
+        assert pool.take() not in (kept, dropped)
+    finally:
+        pool.close()
