@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import orjson
@@ -27,7 +28,7 @@ class DeadLetter:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def write(self, sink: str, records: list[Record], reason: str, status: int | None) -> None:
+    def write(self, sink: str, records: Sequence[Record], reason: str, status: int | None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         now = time.time()
         lines = []

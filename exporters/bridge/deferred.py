@@ -1,16 +1,17 @@
 """A batch's records as a worker process left them, applied in the bridge only when needed.
 
 A worker sends back what its processors changed (:class:`Changes`); sinks that took a payload the
-worker encoded look at records only on a failure path, and call :func:`complete` first. Kept apart
+worker encoded look at records only on a failure path (see :class:`Deferred`). Kept apart
 from ``workers`` so that sinks can import it without the process machinery.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.record import Lines, Record
 
 Column = str | list[str | None]  # IDs of one width joined into one string, else as they are
 
@@ -76,32 +77,56 @@ class Changes:
                 rec.out = line
 
 
-class Deferred(list):
-    """A batch's records in the bridge, with a worker's :class:`Changes` applied on first need.
+class Deferred(Sequence[Record]):
+    """A batch's lines in the bridge, made into Records with a worker's :class:`Changes` applied
+    only when something reads them.
 
-    Sinks that took a payload encoded in a worker only look at records on a failure path (a
-    rejection to match, a dead letter to write); they call :func:`complete` first, and the common
-    path never pays for applying IDs it does not read. Slices share the batch's records and apply
-    the whole batch."""
+    Sinks that took a payload encoded in a worker only read records on a failure path (a rejection
+    to match, a dead letter to write); the common path never pays for cutting lines into Records or
+    applying IDs it does not read. Its length is known without them, and slices are views of the
+    same batch: reading any record makes the whole batch's."""
 
-    def __init__(self, records: list[Record], changes: Changes | None, root: Deferred | None = None) -> None:
-        super().__init__(records)
+    def __init__(
+        self, lines: Lines, changes: Changes | None, span: range | None = None, root: Deferred | None = None
+    ) -> None:
+        self.lines = lines
         self.changes = changes
+        self.span = range(len(lines)) if span is None else span
         self.root = root
+        self.made: list[Record] | None = None
 
-    def __getitem__(self, index):
-        got = super().__getitem__(index)
-        return Deferred(got, None, self.root or self) if isinstance(index, slice) else got
+    def __len__(self) -> int:
+        return len(self.span)
 
-    def complete(self) -> None:
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Deferred: ...
+
+    def __getitem__(self, index: int | slice) -> Record | Deferred:
+        if isinstance(index, slice):
+            return Deferred(self.lines, None, self.span[index], self.root or self)
+        return self.complete()[index]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.complete())
+
+    def complete(self) -> list[Record]:
+        """Its records, made (for the whole batch) on first need."""
         root = self.root or self
-        changes, root.changes = root.changes, None
-        if changes is not None:
-            changes.apply(root)
+        if root.made is None:
+            root.made = root.lines.records()
+            if root.changes is not None:
+                root.changes.apply(root.made)
+        span, made = self.span, root.made
+        if self.root is None:
+            return made
+        return made[span.start : span.stop] if span.step == 1 else [made[at] for at in span]
 
 
-def complete(records: list[Record]) -> list[Record]:
-    """``records`` with every change a worker made to them applied (a no-op for plain lists)."""
+def complete(records: Sequence[Record]) -> list[Record]:
+    """``records`` as a list, with every change a worker made to them applied."""
     if isinstance(records, Deferred):
-        records.complete()
-    return records
+        return records.complete()
+    return records if isinstance(records, list) else list(records)

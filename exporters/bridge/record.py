@@ -3,12 +3,18 @@
 Records travel in batches. A batch also carries the source's checkpoint: the positions that may be
 saved once every sink has acknowledged the batch. Processors may drop records or add new ones; the
 checkpoint stays with the batch, so acknowledgement never depends on which records survived.
+
+A source reads lines into :class:`Lines`: Records, and :class:`Block` s, runs of whole lines kept as
+the bytes read. Cutting a read into a Record per line only to join the lines again for a worker
+process cost the bridge process half of its CPU; a Block is cut where its lines are worked on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate, count, repeat
+from operator import add
 from typing import Any, Generic, TypeVar
 
 from obsbox.logfields import iso_ns, timestamp_ns
@@ -112,13 +118,115 @@ class Record:
         return f"Record({self.origin.path}@{self.offset}, trace_id={self.trace_id}, raw={self.raw[:60]!r})"
 
 
+def records_of(lines: list[bytes], origin: Origin, offset: int) -> list[Record]:
+    """Records of consecutive lines of one file, the first at byte ``offset``, at C speed: each
+    next line starts after the one before and its newline."""
+    offsets = map(add, accumulate(map(len, lines), initial=offset), count())
+    return list(map(Record, lines, repeat(origin), offsets))
+
+
+def records_in(data: bytes, origin: Origin, offset: int) -> list[Record]:
+    """Records of the whole lines in ``data`` (each ending in a newline), the first at byte ``offset``."""
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: nothing
+    return records_of(lines, origin, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """``count`` whole lines of one file as read, the first at byte ``offset``: ``data`` holds them,
+    each ending in a newline. The reader guarantees what a Record would check: no line is longer
+    than the source's ``max_line_bytes``, and none starts with a byte order mark."""
+
+    origin: Origin
+    data: bytes
+    offset: int
+    count: int
+
+    def records(self) -> list[Record]:
+        return records_in(self.data, self.origin, self.offset)
+
+    def cut(self, lines: int) -> tuple[Block, Block]:
+        """The first ``lines`` lines, and the rest (0 < ``lines`` < ``count``)."""
+        rest = self.data.split(b"\n", lines)[-1]
+        end = len(self.data) - len(rest)
+        return (
+            Block(self.origin, self.data[:end], self.offset, lines),
+            Block(self.origin, rest, self.offset + end, self.count - lines),
+        )
+
+
+class Lines:
+    """A batch's lines in the order read: Records, and Blocks not yet cut into Records. Its length
+    counts lines, not items."""
+
+    __slots__ = ("blocks", "count", "items")
+
+    def __init__(self, records: list[Record] | None = None) -> None:
+        """``records`` become the first items as they are, not copied."""
+        self.items: list[Record | Block] = records if records is not None else []  # type: ignore[assignment] # Records are items
+        self.count = len(self.items)
+        self.blocks = 0  # Blocks among the items
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"Lines({self.count} lines in {len(self.items)} items)"
+
+    def append(self, item: Record | Block) -> None:
+        self.items.append(item)
+        if type(item) is Block:
+            self.count += item.count
+            self.blocks += 1
+        else:
+            self.count += 1
+
+    def extend(self, lines: Lines | list[Record]) -> None:
+        if isinstance(lines, Lines):
+            self.items += lines.items
+            self.count += lines.count
+            self.blocks += lines.blocks
+        else:
+            self.items += lines
+            self.count += len(lines)
+
+    def records(self) -> list[Record]:
+        """Every line as a Record (Blocks cut now)."""
+        if not self.blocks:
+            return self.items  # type: ignore[return-value] # no Block among them, checked
+        out: list[Record] = []
+        for item in self.items:
+            if type(item) is Block:
+                out += item.records()
+            else:
+                out.append(item)  # type: ignore[arg-type] # not a Block, checked
+        return out
+
+    def parts(self, number: int) -> list[Lines]:
+        """The lines in ``number`` runs of about equal length (the last may be shorter), in order;
+        a Block is cut where a run ends inside it."""
+        step = -(-self.count // number)
+        out = [Lines()]
+        for item in self.items:
+            rest = item
+            while type(rest) is Block and len(out[-1]) + rest.count > step:
+                head, rest = rest.cut(step - len(out[-1]))
+                out[-1].append(head)
+                out.append(Lines())
+            out[-1].append(rest)
+            if len(out[-1]) >= step:
+                out.append(Lines())
+        return [part for part in out if part.count]
+
+
 @dataclass(slots=True)
 class Batch(Generic[C]):
-    """Records plus the checkpoint the source saves once every sink has acknowledged them."""
+    """Lines plus the checkpoint the source saves once every sink has acknowledged them."""
 
-    records: list[Record]
+    lines: Lines
     checkpoint: C
     read_bytes: int = 0
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.lines)

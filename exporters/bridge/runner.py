@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +41,7 @@ from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
-from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.record import Lines, Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
 from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
 
@@ -144,39 +144,38 @@ class Pipeline:
         gathered = self._gather((lambda: self._tend(ahead)) if self.pool else None)
         if gathered is None:
             return None
-        records, checkpoints, started, full = gathered
+        lines, checkpoints, started, full = gathered
         if self.pool is None:
-            for processor in self.processors:
-                records = processor.process(records)
-            work = Work(records, None, checkpoints, started)
+            work = Work(Lines(self._process(lines)), None, checkpoints, started)
             ahead.append(work)
             return work
         # A batch cut by its timeout is shared out among the workers, so its lines wait for a part
         # of it to be processed, not all of it. Its parts go out in order, and only the last one
         # carries the positions to save: saving them says every part before was acknowledged.
-        count = 1 if full or len(records) < MIN_SHARED_LINES * self.pool.count else self.pool.count
-        step = -(-len(records) // count)
-        for start in range(0, len(records), step):
-            part = records[start : start + step]
-            last = start + step >= len(records)
-            work = Work(part, pack(part), checkpoints if last else {}, started)
+        count = 1 if full or len(lines) < MIN_SHARED_LINES * self.pool.count else self.pool.count
+        parts = lines.parts(count) if count > 1 else [lines]
+        for index, part in enumerate(parts):
+            work = Work(part, pack(part), checkpoints if index == len(parts) - 1 else {}, started)
             self.pool.submit(work)
             if work.future is not None:
                 work.future.add_done_callback(self._wake)
             ahead.append(work)
         return work
 
-    def _processed(self, work: Work, later: deque[Work]) -> tuple[list[Record], list | None]:
+    def _process(self, lines: Lines) -> list[Record]:
+        records = lines.records()
+        for processor in self.processors:
+            records = processor.process(records)
+        return records
+
+    def _processed(self, work: Work, later: deque[Work]) -> tuple[Sequence[Record], list | None]:
         """The oldest batch as the processors left it, and what the sinks encoded in advance."""
         if self.pool is None:
-            return work.records, None
+            return work.lines.records(), None
         result = self.pool.result(work, later)
         if result is None:  # it crashed its workers repeatedly: process it here
-            records = work.records
-            for processor in self.processors:
-                records = processor.process(records)
-            return records, None
-        return result.applied(work.records, self.pool.whole), result.payloads
+            return self._process(work.lines), None
+        return result.applied(work.lines, self.pool.whole), result.payloads
 
     def _settle(self, flight: InFlight) -> bool:
         """Wait for the batch in flight; commit its positions when every sink acknowledged it."""
@@ -190,14 +189,12 @@ class Pipeline:
             self.progress.update(flight.count)
         return True
 
-    def _gather(
-        self, tend: Callable[[], bool] | None = None
-    ) -> tuple[list[Record], dict[Source, dict], float, bool] | None:
+    def _gather(self, tend: Callable[[], bool] | None = None) -> tuple[Lines, dict[Source, dict], float, bool] | None:
         """Poll the sources until the batch is full, or ``batch.timeout`` after its first record.
 
         ``tend`` (with workers) delivers earlier batches meanwhile, after every poll and whenever a
         worker or the sinks finish (``wakeup``); when it fails the batch is cut, and the pipeline stops."""
-        records: list[Record] = []
+        records = Lines()
         checkpoints: dict[Source, dict] = {}
         started = deadline = 0.0
         size = 0
@@ -211,7 +208,7 @@ class Pipeline:
                 if batch is None:
                     continue
                 progressed = True
-                records.extend(batch.records)
+                records.extend(batch.lines)
                 size += batch.read_bytes
                 checkpoints.setdefault(source, {}).update(batch.checkpoint or {})
             if not records:
@@ -230,7 +227,7 @@ class Pipeline:
                 timeout = min(self.poll_interval, max(0.0, deadline - time.perf_counter()))
                 (self.stop if tend is None else self.wakeup).wait(timeout)
 
-    def _export(self, records: list[Record], payloads: list | None = None) -> bool:
+    def _export(self, records: Sequence[Record], payloads: list | None = None) -> bool:
         """Every sink acknowledges the batch, or the pipeline is aborting (False).
 
         A sink that raises, or returns FAILURE, is tried again under the retry policy, never
@@ -251,9 +248,8 @@ class Pipeline:
             if outcome is None:
                 return False
             if outcome.kind != "ok":
-                complete(records)
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
-                dead.write(name, records, f"gave up retrying: {outcome.reason}", None)
+                dead.write(name, complete(records), f"gave up retrying: {outcome.reason}", None)
                 self.metrics.dead_letters.labels(name).inc(len(records))
                 log.error(
                     "sink %s: gave up on %d records (%s); written to %s", name, len(records), outcome.reason, dead.path
@@ -261,9 +257,10 @@ class Pipeline:
             self.metrics.lines_shipped.labels(name).inc(len(records))
         return True
 
-    def _export_once(self, sink: Sink, records: list[Record], payload: object = None) -> Attempt:
+    def _export_once(self, sink: Sink, records: Sequence[Record], payload: object = None) -> Attempt:
         try:
-            result = sink.export(records) if payload is None else sink.export_encoded(payload, records)  # type: ignore[attr-defined] # payloads exist only for sinks with make_encoder, which define it
+            # payloads exist only for sinks with make_encoder, which define export_encoded
+            result = sink.export(complete(records)) if payload is None else sink.export_encoded(payload, records)  # type: ignore[attr-defined]
         except Exception as exc:  # a sink bug must not lose the batch: log, count, retry
             log.exception("sink %s failed", sink.context.name)
             self.metrics.errors.labels("sink_exception").inc()

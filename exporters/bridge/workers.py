@@ -9,8 +9,9 @@ each is delivered to every sink and committed in that order, one batch in flight
 without workers. A ``kill -9`` therefore still duplicates at most the batch being delivered: the
 batches still in the workers were never written anywhere.
 
-What crosses the process boundary is small: a batch goes out as tuples of (line, offset, origin,
-truncated, attributes), pickled with each file's :class:`Origin` written once; what comes back is,
+What crosses the process boundary is small: a batch goes out as runs of lines of one file (the
+bytes as read, with each file's :class:`Origin` written once), through a shared-memory slot
+(``slots``); what comes back is,
 per record, what the processors changed (IDs, a redacted line, a parse error), and for each sink
 that can encode in advance (OTLP, file, stdout) its ready request bodies or bytes. Only when a sink
 needs whole records (Loki, memory, plugins) do the parsed fields travel back too.
@@ -57,7 +58,7 @@ from obsbox.exporters.bridge.component import Context, Encoding, Processor, Sink
 from obsbox.exporters.bridge.config import ComponentSpec
 from obsbox.exporters.bridge.deferred import Changes, Deferred
 from obsbox.exporters.bridge.metrics import BridgeMetrics
-from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.record import Block, Lines, Record, records_in
 
 log = logging.getLogger(__name__)
 
@@ -74,11 +75,15 @@ PR_SET_PDEATHSIG = 1
 
 @dataclass
 class Packed:
-    """A batch on its way to a worker: per run of lines from one file, the file's origin, the lines
-    joined, their lengths and offsets (so pickling costs a few objects, not several per line), and
-    the rare per-line extras (truncated, attributes) by index."""
+    """A batch on its way to a worker, as a few objects rather than several per line: per run of
+    lines from one file, the file's origin, the lines, and where they start; and the rare per-line
+    extras (truncated, attributes) by index.
 
-    runs: list[tuple[Any, Any, bytes, bytes]]  # (origin, joined lines or their slots.Part, lengths, offsets)
+    A run is (origin, data, lengths, offsets): a :class:`Block` as read, (origin, its bytes, None,
+    its offset); or Records, (origin, their lines joined, their lengths, their offsets), the
+    lengths and offsets as arrays of int64. ``data`` is a ``slots.Part`` while in a slot."""
+
+    runs: list[tuple[Any, Any, bytes | None, bytes | int]]
     extras: dict[int, tuple[bool, dict[str, str] | None]]
     slot: str | None = None  # the shared-memory slot holding the lines (see ``slots``)
 
@@ -116,34 +121,47 @@ def why_not(processors: Sequence[ComponentSpec]) -> str | None:
 # ---------------------------------------------------------------- packing
 
 
-def pack(records: list[Record]) -> Packed:
-    runs = []
-    for origin, group in itertools.groupby(records, key=attrgetter("origin")):
-        lines = list(group)
-        raws = [rec.raw for rec in lines]
-        runs.append(
-            (
-                origin,
-                b"".join(raws),
-                array("q", [len(raw) for raw in raws]).tobytes(),
-                array("q", [rec.offset for rec in lines]).tobytes(),
+def pack(lines: Lines) -> Packed:
+    runs: list[tuple[Any, Any, bytes | None, bytes | int]] = []
+    extras: dict[int, tuple[bool, dict[str, str] | None]] = {}
+    index = 0
+    for is_block, group in itertools.groupby(lines.items, key=lambda item: type(item) is Block):
+        if is_block:
+            for block in group:
+                runs.append((block.origin, block.data, None, block.offset))  # type: ignore[union-attr] # a Block
+                index += block.count  # type: ignore[union-attr] # a Block
+            continue
+        records: list[Record] = list(group)  # type: ignore[arg-type] # not Blocks
+        for origin, run in itertools.groupby(records, key=attrgetter("origin")):
+            same = list(run)
+            raws = [rec.raw for rec in same]
+            runs.append(
+                (
+                    origin,
+                    b"".join(raws),
+                    array("q", [len(raw) for raw in raws]).tobytes(),
+                    array("q", [rec.offset for rec in same]).tobytes(),
+                )
             )
+        extras.update(
+            (index + at, (rec.truncated, rec.attributes))
+            for at, rec in enumerate(records)
+            if rec.truncated or rec.attributes is not None
         )
-    extras = {
-        index: (rec.truncated, rec.attributes)
-        for index, rec in enumerate(records)
-        if rec.truncated or rec.attributes is not None
-    }
+        index += len(records)
     return Packed(runs, extras)
 
 
 def unpack(packed: Packed) -> list[Record]:
     records: list[Record] = []
-    for origin, joined, lengths, offsets in packed.runs:
+    for origin, data, lengths, offsets in packed.runs:
+        if lengths is None:  # a Block: whole lines as read
+            records += records_in(data, origin, offsets)  # type: ignore[arg-type] # a Block's offset
+            continue
         sizes, where = array("q"), array("q")
         sizes.frombytes(lengths)
-        where.frombytes(offsets)
-        lines = [joined[start:end] for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=0))]
+        where.frombytes(offsets)  # type: ignore[arg-type] # Records' offsets
+        lines = [data[start:end] for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=0))]
         records.extend(map(Record, lines, itertools.repeat(origin), where))
     for index, (truncated, attributes) in packed.extras.items():
         records[index].truncated, records[index].attributes = truncated, attributes
@@ -166,9 +184,9 @@ class WorkResult:
     max_rss: int
     cpu: float
 
-    def applied(self, records: list[Record], whole: bool) -> list[Record]:
-        """The bridge's records as the worker's processors left them; applied at once when a sink
-        needs whole records, else when first needed (see :class:`Deferred`)."""
+    def applied(self, lines: Lines, whole: bool) -> Sequence[Record]:
+        """The bridge's lines as the worker's processors left them: Records made and changed at once
+        when a sink needs whole records, else when first read (see :class:`Deferred`)."""
         if self.changes is None:
             out = []
             for raw, offset, origin, truncated, *rest in self.records or []:
@@ -181,9 +199,10 @@ class WorkResult:
                 out.append(rec)
             return out
         if whole:
+            records = lines.records()
             self.changes.apply(records)
             return records
-        return Deferred(records, self.changes)
+        return Deferred(lines, self.changes)
 
 
 # ---------------------------------------------------------------- the worker side
@@ -355,7 +374,7 @@ def _unblock_call_queue(executor: ProcessPoolExecutor | None) -> None:
 class Work:
     """A batch handed to the workers, kept until it is delivered (a crash hands it out again)."""
 
-    records: list[Record]
+    lines: Lines
     packed: Packed | None
     checkpoints: dict
     started: float

@@ -16,6 +16,7 @@ from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.cli import sink_from_url
 from obsbox.exporters.bridge.component import ExportResult, Sink
 from obsbox.exporters.bridge.config import from_data
+from obsbox.exporters.bridge.record import Lines
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
 from obsbox.exporters.bridge.runner import Bridge
 from obsbox.exporters.bridge.sources.reader import FileReader
@@ -40,10 +41,11 @@ def test_the_reader_returns_what_it_saw(tmp_path):
     log = tmp_path / "app.log"
     log.write_bytes(b'{"a": 1}\n' + b"x" * 100 + b"\npartial")
     reader = reader_for(log)
-    out: list = []
+    out = Lines()
     seen = reader.read(out, 100, 1 << 20, verify_head=True)
     assert seen.grew and seen.truncated is None and seen.bytes_read == log.stat().st_size
-    assert [r.raw for r in out] == [b'{"a": 1}', b"x" * 64] and seen.overlong == 1 and out[1].truncated
+    records = out.records()
+    assert [r.raw for r in records] == [b'{"a": 1}', b"x" * 64] and seen.overlong == 1 and records[1].truncated
     assert reader.partial == b"partial" and reader.emitted == log.stat().st_size - len(b"partial")
     again = reader.read(out, 100, 1 << 20, verify_head=True)
     assert not again.grew and again.bytes_read == 0, "nothing new: nothing read"
@@ -59,9 +61,9 @@ def test_the_reader_sees_a_new_first_line_as_a_truncation(tmp_path):
     log = tmp_path / "app.log"
     log.write_bytes(b'{"gen": 1}\n')
     reader = reader_for(log)
-    reader.read([], 100, 1 << 20, verify_head=True)
+    reader.read(Lines(), 100, 1 << 20, verify_head=True)
     log.write_bytes(b'{"gen": 2}\n{"gen": 2, "more": true}\n')  # rewritten in place, longer than before
-    seen = reader.read([], 100, 1 << 20, verify_head=True)
+    seen = reader.read(Lines(), 100, 1 << 20, verify_head=True)
     assert seen.truncated == "its first line changed"
     reader.close()
 

@@ -6,13 +6,26 @@ from __future__ import annotations
 import os
 
 from obsbox.exporters.bridge import slots
-from obsbox.exporters.bridge.record import Origin, Record
+from obsbox.exporters.bridge.record import Block, Lines, Origin, Record
 from obsbox.exporters.bridge.workers import pack, unpack
 
 
-def records(count: int, size: int) -> list[Record]:
+def records(count: int, size: int) -> Lines:
     one, two = Origin("/var/log/a.log", b"a" * 16), Origin("/var/log/b.log", b"b" * 16)
-    return [Record(b"%06d" % i + b"x" * (size - 6), one if i % 3 else two, i * (size + 1)) for i in range(count)]
+    return Lines([Record(b"%06d" % i + b"x" * (size - 6), one if i % 3 else two, i * (size + 1)) for i in range(count)])
+
+
+def mixed() -> Lines:
+    """Blocks (whole lines as read) around Records of another file, one of them truncated and with
+    attributes: what a batch read from a JSON file and a container log holds."""
+    one, two = Origin("/var/log/a.log", b"a" * 16), Origin("/var/log/b.log", b"b" * 16)
+    lines = Lines()
+    lines.append(Block(one, b"".join(b'{"n":%d}\n' % i for i in range(50)), 1000, 50))
+    cut = Record(b"y" * 64, two, 0, truncated=True)
+    cut.attributes = {"stream": "stderr"}
+    lines.extend([Record(b"first", two, 100), cut, Record(b"last", two, 300)])
+    lines.append(Block(one, b'{"n":50}\n{"n":51}\n', 2000, 2))
+    return lines
 
 
 def test_a_batch_written_to_a_slot_unpacks_in_the_worker_to_the_same_records():
@@ -20,12 +33,17 @@ def test_a_batch_written_to_a_slot_unpacks_in_the_worker_to_the_same_records():
     try:
         slot = pool.take()
         assert slot is not None and (slots.SHM_DIR / slot.name).exists()
-        batch = records(100, 300)
-        shipped = slots.lines_into(pack(batch), slot)
-        assert shipped is not None and shipped.slot == slot.name
-        assert all(type(run[1]) is slots.Part for run in shipped.runs)  # no line bytes left to pickle
-        got = unpack(slots.lines_from(shipped))
-        assert [(r.raw, r.origin, r.offset) for r in got] == [(r.raw, r.origin, r.offset) for r in batch]
+        for batch in (records(100, 300), mixed()):
+            shipped = slots.lines_into(pack(batch), slot)
+            assert shipped is not None and shipped.slot == slot.name
+            assert all(type(run[1]) is slots.Part for run in shipped.runs)  # no line bytes left to pickle
+            got = unpack(slots.lines_from(shipped))
+
+            def state(recs: list[Record]) -> list[tuple]:
+                return [(r.raw, r.origin, r.offset, r.truncated, r.attributes) for r in recs]
+
+            assert state(got) == state(batch.records()) and len(got) == len(batch)
+        assert [r.offset for r in mixed().records()[:3]] == [1000, 1008, 1016]  # each line after the one before
     finally:
         pool.close()
 

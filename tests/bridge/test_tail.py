@@ -245,7 +245,7 @@ def test_a_copy_taking_over_mid_batch_is_acknowledged_only_through_that_batch(tm
     source = TailSource(config, context(state_dir=tmp_path))
     try:
         in_flight = source.poll(100, 1 << 20)  # read, not yet acknowledged
-        assert len(in_flight.records) == 5
+        assert len(in_flight.lines) == 5
         shutil.copyfile(log, tmp_path / "app.log.1")
         os.truncate(log, 0)
         with open(log, "ab") as fh:
@@ -277,6 +277,6 @@ def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp
         time.sleep(0.01)
         source.scan()  # rotated away and idle, but unread
         batch = source.poll(100, 1 << 20)
-        assert batch is not None and sorted(seqs(batch.records)) == [0, 1, 2]
+        assert batch is not None and sorted(seqs(batch.lines.records())) == [0, 1, 2]
     finally:
         source.shutdown()

@@ -161,7 +161,7 @@ def first_batch(tmp_path: Path, lines: int) -> list[tuple[list[int], bool]]:
         if pipeline.pool is not None:
             pipeline.pool.shutdown()
         bridge.close()
-    return [([orjson.loads(rec.raw)["seq"] for rec in work.records], bool(work.checkpoints)) for work in ahead]
+    return [([orjson.loads(rec.raw)["seq"] for rec in work.lines.records()], bool(work.checkpoints)) for work in ahead]
 
 
 def test_a_batch_cut_by_its_timeout_is_shared_among_the_workers_and_only_its_last_part_saves_positions(tmp_path):

@@ -90,7 +90,10 @@ def correlation_trace_id(value: str) -> str:
 
 
 def _nonzero(text: str) -> str:
-    return text if text.strip("0") else text[:-1] + "1"
+    return text[:-1] + "1" if text == _ZEROS.get(len(text)) else text
+
+
+_ZEROS = {16: "0" * 16, 32: "0" * 32}
 
 
 def _below(obj: dict, level: list[tuple[dict, str]]) -> None:
@@ -244,15 +247,19 @@ class TraceProcessor(Processor):
                 ctx, source = (correlation_trace_id(value), None, None), "derived_key"
         if ctx is None and found and (value := self._request_id(found)) is not None:
             ctx, source = (correlation_trace_id(value), None, None), "derived_key"
-        if ctx is not None and (ctx[1] is None or (ctx[2] is None and "parentid" in found)):
+        if ctx is not None and (
+            (ctx[1] is None and ("spanid" in found or "transactionid" in found))
+            or (ctx[2] is None and "parentid" in found)
+        ):
             ctx = _completed(ctx, found)
         return ctx, source
 
     # ---------------------------------------------------------------- the batch
 
     def process(self, records: list[Record]) -> list[Record]:
-        sources: Counter[str] = Counter()
-        inject = self.config.inject
+        sources: list[str] = []
+        found_in = sources.append
+        inject, enriched = self.config.inject, self.enriched
         for rec in records:
             fields = rec.fields
             ctx, source = None, "derived_line"
@@ -265,10 +272,10 @@ class TraceProcessor(Processor):
                 rec.trace_id, rec.span_id, rec.parent_span_id = ctx
                 if rec.span_id is None:
                     rec.span_id = line_span_id(rec.origin.key, rec.offset, part=part)
-            sources[source] += 1
+            found_in(source)
             if inject and fields is not None:
-                rec.injector = self.enriched
-        for source, count in sources.items():
+                rec.injector = enriched
+        for source, count in Counter(sources).items():
             self.context.metrics.trace_ids.labels(source).inc(count)
         return records
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,7 +83,7 @@ class FileSink(Sink):
     def export(self, records: list[Record]) -> ExportResult:
         return self.export_encoded(lines(records), records)
 
-    def export_encoded(self, payload: bytes, records: list[Record]) -> ExportResult:
+    def export_encoded(self, payload: bytes, records: Sequence[Record]) -> ExportResult:
         """Write what ``lines`` made of ``records`` (in a worker, or just now)."""
         if payload:
             write_all(self.fd, payload)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -142,7 +142,7 @@ class LokiSink(NetworkSink):
                     meta[key.replace(".", "_")] = found if isinstance(found, str) else orjson.dumps(found).decode()
         return meta
 
-    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+    def requests(self, records: Sequence[Record]) -> Iterator[tuple[bytes, dict[str, str], Sequence[Record]]]:
         now = time.time_ns()
         streams: dict[tuple[tuple[str, str], ...], list[list]] = {}
         chunk: list[Record] = []

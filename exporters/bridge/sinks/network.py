@@ -5,7 +5,7 @@ elapsed time runs out). Subclasses only encode requests."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from obsbox.exporters.bridge.component import ExportResult, Sink
@@ -32,13 +32,13 @@ class NetworkSink(Sink):
     def target_url(self) -> str:
         raise NotImplementedError
 
-    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+    def requests(self, records: Sequence[Record]) -> Iterator[tuple[bytes, dict[str, str], Sequence[Record]]]:
         raise NotImplementedError
 
-    def accepted(self, response: Response, records: list[Record]) -> None:
+    def accepted(self, response: Response, records: Sequence[Record]) -> None:
         """Hook for a 2xx response (OTLP reads partial success here)."""
 
-    def export(self, records: list[Record]) -> ExportResult:
+    def export(self, records: Sequence[Record]) -> ExportResult:
         metrics, name = self.context.metrics, self.context.name
         for body, headers, chunk in self.requests(records):
             last: list[Response | None] = [None]
@@ -46,7 +46,7 @@ class NetworkSink(Sink):
             def send(
                 body: bytes = body,
                 headers: dict[str, str] = headers,
-                chunk: list[Record] = chunk,
+                chunk: Sequence[Record] = chunk,
                 last: list[Response | None] = last,
             ) -> Attempt:
                 attempt, response = post_attempt(self.endpoint, body, headers, self.retryable)
@@ -71,7 +71,7 @@ class NetworkSink(Sink):
         return ExportResult.SUCCESS
 
     def refuse(
-        self, chunk: list[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
     ) -> None:
         """Dead-letter what the receiver refused: the records its ``message`` names (Loki keeps the
         rest of a request; see ``rejections``), else every record of the request, with the reason

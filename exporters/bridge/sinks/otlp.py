@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -70,15 +70,16 @@ def string_attr(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
-def _parsed(records: list[Record]) -> None:
+def _parsed(records: Sequence[Record]) -> list[Record]:
     """Give back what a worker process did to records it encoded: the IDs, redaction, parse errors
     (``complete``) and the parsed fields, which stayed there."""
-    complete(records)
+    records = complete(records)
     for rec in records:
         if rec.fields is None and rec.parse_error is None and not rec.truncated:
             with contextlib.suppress(orjson.JSONDecodeError):
                 fields = orjson.loads(rec.raw)
                 rec.fields = fields if type(fields) is dict else None
+    return records
 
 
 class Encoding:
@@ -183,12 +184,12 @@ class OtlpHttpSink(NetworkSink):
         """For worker processes: requests are encoded (and compressed) there, and sent from here."""
         return cls(config, context).encoding
 
-    def requests(self, records: list[Record]) -> Iterator[tuple[bytes, dict[str, str], list[Record]]]:
+    def requests(self, records: Sequence[Record]) -> Iterator[tuple[bytes, dict[str, str], Sequence[Record]]]:
         prepared, self.prepared = self.prepared, None
-        for body, headers, start, end in prepared if prepared is not None else self.encode(records):
+        for body, headers, start, end in prepared if prepared is not None else self.encode(complete(records)):
             yield body, headers, records[start:end]
 
-    def export_encoded(self, payload: list[Request], records: list[Record]) -> Any:
+    def export_encoded(self, payload: list[Request], records: Sequence[Record]) -> Any:
         """Send requests a worker encoded from ``records`` (see ``encode``), as ``export`` would."""
         self.prepared = payload
         try:
@@ -197,12 +198,12 @@ class OtlpHttpSink(NetworkSink):
             self.prepared = None
 
     def refuse(
-        self, chunk: list[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
     ) -> None:
-        _parsed(chunk)  # telling which lines a message names reads their times
+        chunk = _parsed(chunk)  # telling which lines a message names reads their times
         super().refuse(chunk, message, reason, status, unnamed)
 
-    def rejected(self, rejected: int, message: str, records: list[Record], status: int) -> None:
+    def rejected(self, rejected: int, message: str, records: Sequence[Record], status: int) -> None:
         """Partial success: the receiver took the request but refused ``rejected`` items. Which ones,
         OTLP does not say; unless ``message`` names them (Loki's wording), every record of the
         request goes to the dead-letter file, marked as possibly refused: a duplicate, never a loss."""
@@ -255,25 +256,23 @@ class OtlpSink(OtlpHttpSink):
             encoded = self.severities[key] = wire.severity_fields(*key)
         return encoded
 
-    def _plan(self, fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    def _plan(self, shape: tuple[str, ...], fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
         """The keys a line of this key shape uses for time, level and service (the first of each
         spelling, in ``logfields``' priority order), found once per shape: a log's lines share it."""
-        shape = tuple(fields)
-        plan = self.shapes.get(shape)
-        if plan is None:
-            if len(self.shapes) >= 4096:  # lines whose keys are data: start over
-                self.shapes.clear()
-            time_key, level_key, service_key = (
-                next((key for key in keys if key in fields), None)
-                for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
-            )
-            plan = self.shapes[shape] = (time_key, level_key, service_key)
+        if len(self.shapes) >= 4096:  # lines whose keys are data: start over
+            self.shapes.clear()
+        time_key, level_key, service_key = (
+            next((key for key in keys if key in fields), None)
+            for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
+        )
+        plan = self.shapes[shape] = (time_key, level_key, service_key)
         return plan
 
     def _well_known(self, rec: Record, fields: dict[str, Any]) -> tuple[int | None, bytes, str]:
         """(time, encoded severity, service) as ``logfields`` reads them, through the shape's plan;
         a value of another type, or null, takes ``logfields``' general path."""
-        time_key, level_key, service_key = self._plan(fields)
+        shape = tuple(fields)
+        time_key, level_key, service_key = self.shapes.get(shape) or self._plan(shape, fields)
         value = fields[time_key] if time_key else None
         ts = logfields.iso_ns(value) if type(value) is str else None
         if ts is None and time_key:
@@ -338,7 +337,7 @@ class OtlpSink(OtlpHttpSink):
     def _resource_attributes(self, key: ResourceKey) -> list[bytes]:
         return [protowire.string_kv(k, v) for k, v in self.resource_attributes(key).items()]
 
-    def accepted(self, response: Response, records: list[Record]) -> None:
+    def accepted(self, response: Response, records: Sequence[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):
             reply = ExportLogsServiceResponse.FromString(response.body)
             partial = reply.partial_success

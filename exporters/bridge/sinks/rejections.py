@@ -21,6 +21,7 @@ Loki stops listing after its ``max_returned_errors``, so a cut-off only counts w
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
 from obsbox.exporters.bridge.record import Record
@@ -39,7 +40,7 @@ def _rfc3339_ns(text: str) -> int | None:
         return None
 
 
-def refused(message: str, records: list[Record]) -> list[Record] | None:
+def refused(message: str, records: Sequence[Record]) -> list[Record] | None:
     """The records ``message`` says were refused; None when it names no rule this module knows."""
     cutoffs = [ns for ns in map(_rfc3339_ns, _OLDEST.findall(message)) if ns is not None]
     at_second = {ns for ns in map(_rfc3339_ns, _TOO_NEW.findall(message) + _TOO_OLD.findall(message)) if ns}

@@ -16,6 +16,7 @@ acknowledged and counted in ``obsbox_bridge_spans_skipped_total{reason}``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -175,7 +176,7 @@ class SpansSink(OtlpHttpSink):
             request.resource_spans.append(ResourceSpans(resource=self.resource(key), scope_spans=scope_spans))
         return request.SerializeToString()
 
-    def accepted(self, response: Response, records: list[Record]) -> None:
+    def accepted(self, response: Response, records: Sequence[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):
             partial = ExportTraceServiceResponse.FromString(response.body).partial_success
             self.rejected(partial.rejected_spans, partial.error_message, records, response.status)

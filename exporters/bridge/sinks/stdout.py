@@ -5,7 +5,7 @@ Threading: the pipeline's export thread only."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from obsbox.exporters.bridge.component import ExportResult, Sink
 from obsbox.exporters.bridge.record import Record
@@ -23,7 +23,7 @@ class StdoutSink(Sink):
     def export(self, records: list[Record]) -> ExportResult:
         return self.export_encoded(lines(records), records)
 
-    def export_encoded(self, payload: bytes, records: list[Record]) -> ExportResult:
+    def export_encoded(self, payload: bytes, records: Sequence[Record]) -> ExportResult:
         if not payload:
             return ExportResult.SUCCESS
         try:

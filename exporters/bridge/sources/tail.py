@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Literal
 
 from obsbox.exporters.bridge.component import Context, Source
-from obsbox.exporters.bridge.record import Batch, Record
+from obsbox.exporters.bridge.record import Batch, Lines, Record
 from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder
@@ -152,7 +152,7 @@ class TailSource(Source[TailCheckpoint]):
                 self.total_bytes = sum(f.reader.limit or 0 for f in self.files.values())
                 self.start_bytes = sum(f.reader.read_offset for f in self.files.values())
         self.tracker.classify_grown()
-        records: list[Record] = []
+        records = Lines()
         checkpoint: dict[int, FileMark] = {}
         read_bytes = 0
         active = self.tracker.in_state(FileState.ACTIVE)
@@ -173,7 +173,7 @@ class TailSource(Source[TailCheckpoint]):
         self.metrics.bytes_read.labels(self.context.pipeline).inc(read_bytes)
         return Batch(records, checkpoint, read_bytes)
 
-    def _read(self, tracked: Tracked, out: list[Record], room: int, byte_room: int) -> int:
+    def _read(self, tracked: Tracked, out: Lines, room: int, byte_room: int) -> int:
         """Read one file; act on what the reader saw (a truncation, a final partial line)."""
         seen = tracked.reader.read(out, room, byte_room, verify_head=not self.once)
         if seen.overlong:
