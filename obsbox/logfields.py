@@ -123,14 +123,19 @@ def epoch_ns(value: float) -> int | None:
     return None
 
 
+_FRACTION_SCALE = {digits: 10 ** (9 - digits) for digits in range(10)}  # ns per unit of a fraction this long
+
+
 def iso_ns(text: str) -> int | None:
     """ISO 8601 / RFC 3339 text in Unix nanoseconds (None when it is not a time)."""
     # the common shape, 2026-11-30T12:00:00[.fraction]Z: parse the seconds once per second seen
     if len(text) >= 20 and text[19] in ".Z" and text[-1] == "Z" and text[10] == "T":
         seconds = _ZULU_SECONDS.get(text[:19])
         fraction = text[20:-1]
-        if seconds is not None and (not fraction or fraction.isdigit()):
-            return seconds * 1_000_000_000 + int((fraction + "000000000")[:9])
+        if seconds is not None and not fraction:
+            return seconds * 1_000_000_000
+        if seconds is not None and fraction.isdigit():
+            return seconds * 1_000_000_000 + int(fraction[:9]) * _FRACTION_SCALE.get(len(fraction), 1)
         parsed = _parse_iso(text)
         if parsed is not None and (fraction.isdigit() or not fraction):
             if len(_ZULU_SECONDS) > 100_000:

@@ -21,6 +21,7 @@ from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.exporters.bridge.sinks.spans import SpansConfig, SpansSink
 from obsbox.local.receiver import Receiver
+from obsbox.logfields import iso_ns
 from tests.bridge.harness import context, traced
 
 T32, S16 = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -335,3 +336,12 @@ def test_gzip_bodies_are_standard_gzip_and_made_by_isa_l_where_its_wheel_is_a_de
     if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64"):  # pyproject's marker
         assert http.gzip_compress.__module__.startswith("isal"), "isal is a dependency here but was not used"
     assert http.compress(body, "none", {}) is body
+
+
+def test_a_time_keeps_every_digit_of_its_fraction_up_to_nanoseconds():
+    second = 1796040000 * 10**9  # 2026-11-30T12:00:00Z
+    for digits in range(13):
+        fraction = "123456789012"[:digits]
+        text = "2026-11-30T12:00:00" + (f".{fraction}" if digits else "") + "Z"
+        want = second + int((fraction + "0" * 9)[:9])
+        assert iso_ns(text) == iso_ns(text) == want, text  # the second time through the cache

@@ -329,10 +329,10 @@ class OtlpSink(OtlpHttpSink):
         encoding.size, encoding.count = size, count
 
     def body(self, by_service: dict[ResourceKey, list[bytes]]) -> bytes:
-        return b"".join(
-            wire.resource_logs(self._resource_attributes(key), self.scope, records)
-            for key, records in by_service.items()
-        )
+        parts: list[bytes] = []
+        for key, records in by_service.items():
+            parts += wire.resource_logs(self._resource_attributes(key), self.scope, records)
+        return b"".join(parts)
 
     def _resource_attributes(self, key: ResourceKey) -> list[bytes]:
         return [protowire.string_kv(k, v) for k, v in self.resource_attributes(key).items()]
