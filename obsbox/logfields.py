@@ -123,7 +123,7 @@ def epoch_ns(value: float) -> int | None:
     return None
 
 
-_FRACTION_SCALE = {digits: 10 ** (9 - digits) for digits in range(10)}  # ns per unit of a fraction this long
+_FRACTION_SCALE: dict[int, int] = {n: 10 ** (9 - n) for n in range(10)}  # ns per unit of an n-digit fraction
 
 
 def iso_ns(text: str) -> int | None:

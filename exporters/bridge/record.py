@@ -222,9 +222,10 @@ class Lines:
 
 @dataclass(slots=True)
 class Batch(Generic[C]):
-    """Lines plus the checkpoint the source saves once every sink has acknowledged them."""
+    """Lines plus the checkpoint the source saves once every sink has acknowledged them. A source
+    of its own may give a plain list of Records."""
 
-    lines: Lines
+    lines: Lines | list[Record]
     checkpoint: C
     read_bytes: int = 0
 

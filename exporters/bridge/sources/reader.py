@@ -4,7 +4,12 @@ It owns its descriptor, its offsets and the partial line at its end, and it **re
 (how many bytes it read, whether the file grew, whether it looks truncated, how many lines were cut
 at ``max_line_bytes``); deciding what a truncation means, or which file is a copy of which, is the
 tracker's job (compare the collector's ``fileconsumer/internal/reader`` and Vector's
-``FileWatcher``). Offsets:
+``FileWatcher``).
+
+What a read yields goes into :class:`Lines`: its whole lines as one :class:`Block`, the bytes read,
+found with ``memchr`` scans and never cut here; they are cut into Records line by line only where
+they must be: an overlong line among them, the file's first read (a byte order mark), container
+runtime entries to unwrap. Offsets:
 
 - ``read_offset``: the next byte to read;
 - ``emitted``: the end of the last line handed out;
@@ -210,10 +215,10 @@ class FileReader:
         return (self.partial + data if self.partial else data), base
 
     def _block(self, data: bytes, out: Lines, room: int) -> bool:
-        """The hot path: the whole lines of the partial line kept and ``data`` as one :class:`Block`,
-        uncut, found with a few scans at C speed. False, with nothing changed: lines must be cut
-        here (an overlong line may be among them, the file's first read may start with a byte
-        order mark, there is no newline), which ``_split`` does."""
+        """The hot path: the whole lines in the partial line kept and ``data``, as one :class:`Block`.
+        False, with nothing changed: lines must be cut one by one (an overlong line may be among
+        them, the file's first read may start with a byte order mark, there is no newline), which
+        ``_split`` does."""
         base = self.read_offset - len(data) - len(self.partial)
         if self.skipping is not None or base == 0:
             return False
