@@ -44,9 +44,11 @@ class Running:
         self,
         include: list[str],
         state_dir: Path,
+        *,
         once: bool = False,
         sinks: dict | None = None,
         processors: list[str] | None = None,
+        workers: int | None = None,
         **tail_options,
     ) -> None:
         tail = {
@@ -76,6 +78,7 @@ class Running:
                 "progress": False,
                 "once": once,
                 "poll_interval": 0.01,
+                **({"workers": workers} if workers is not None else {}),
             },
         }
         self.bridge = Bridge(bridge_config.from_data(data))

@@ -16,6 +16,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import accumulate
 
 import orjson
 import pytest
@@ -169,5 +170,26 @@ def test_an_otlp_partial_success_puts_the_refused_lines_in_the_dead_letter_file(
         dead = [orjson.loads(x) for x in (tmp_path / "state" / "dead-letter-otlp.jsonl").read_bytes().splitlines()]
         assert [orjson.loads(d["line"])["msg"] for d in dead] == expected
         assert all("partial success: 1 of 2 rejected" in d["reason"] for d in dead)
+    finally:
+        rx.server.shutdown()
+
+
+def test_lines_read_whole_and_processed_in_workers_reach_the_dead_letter_file_as_they_were(tmp_path):
+    """After a file's first read its lines travel uncut (Blocks), and come back from the workers as
+    what changed, made into records only on a failure path: every refused line is there, with its
+    own offset and the IDs the workers found in it."""
+    rx = PartialOtlp(1, "rejected by the exporter's own limits")
+    try:
+        log = tmp_path / "app.json"
+        lines = [orjson.dumps({"n": n, "traceparent": f"00-{n + 1:032x}-{n + 1:016x}-01"}) for n in range(300)]
+        log.write_bytes(b"\n".join(lines) + b"\n")
+        sinks = {"otlp": {"endpoint": rx.url}}
+        running = Running([str(log)], tmp_path / "state", once=True, sinks=sinks, workers=2, read_chunk_bytes=4096)
+        running.thread.join(30)
+        assert running.bridge.pipelines[0].pool is not None, "processed in worker processes"
+        dead = [orjson.loads(x) for x in (tmp_path / "state" / "dead-letter-otlp.jsonl").read_bytes().splitlines()]
+        assert [d["line"].encode() for d in dead] == lines
+        assert [d["offset"] for d in dead] == list(accumulate((len(x) + 1 for x in lines[:-1]), initial=0))
+        assert [(d["trace_id"], d["span_id"]) for d in dead] == [(f"{n + 1:032x}", f"{n + 1:016x}") for n in range(300)]
     finally:
         rx.server.shutdown()
