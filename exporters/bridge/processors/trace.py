@@ -90,10 +90,8 @@ def correlation_trace_id(value: str) -> str:
 
 
 def _nonzero(text: str) -> str:
-    return text[:-1] + "1" if text == _ZEROS.get(len(text)) else text
-
-
-_ZEROS = {16: "0" * 16, 32: "0" * 32}
+    """A digest as an ID: W3C forbids all zeros."""
+    return text if traceforms.nonzero(text, len(text)) else text[:-1] + "1"
 
 
 def _below(obj: dict, level: list[tuple[dict, str]]) -> None:

@@ -127,8 +127,8 @@ def request_id(value: Any) -> Context | None:
 
 def activity_id(value: Any) -> Context | None:
     """.NET ``ActivityId``: a GUID (EventSource), or a W3C or hierarchical Activity.Id."""
-    if type(value) is str and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the usual GUID
-        trace = hex_bytes(value.replace("-", ""), 16)
+    if type(value) is str and len(value) == 36 and value[8] == "-":  # the usual GUID, without detours
+        trace = trace_hex(value)
         return (trace, None, None) if trace else None
     if not isinstance(value, str):
         return None

@@ -214,15 +214,13 @@ class FileReader:
         base = self.read_offset - len(data) - len(self.partial)
         return (self.partial + data if self.partial else data), base
 
-    def _block(self, data: bytes, out: Lines, room: int) -> bool:
-        """The hot path: the whole lines in the partial line kept and ``data``, as one :class:`Block`.
-        False, with nothing changed: lines must be cut one by one (an overlong line may be among
-        them, the file's first read may start with a byte order mark, there is no newline), which
-        ``_split`` does."""
-        base = self.read_offset - len(data) - len(self.partial)
-        if self.skipping is not None or base == 0:
+    def _block(self, joined: bytes, base: int, out: Lines, room: int) -> bool:
+        """The hot path: the whole lines in ``joined`` (what ``_lines_from`` gives), as one
+        :class:`Block`. False, with nothing changed: lines must be cut one by one (an overlong line
+        may be among them, the file's first read may start with a byte order mark, there is no
+        newline), which ``_split`` does."""
+        if base == 0:
             return False
-        joined = self.partial + data if self.partial else data
         end = joined.rfind(b"\n") + 1
         if not end or (end > self.max_line_bytes and not _lines_within(joined, end, self.max_line_bytes)):
             return False
@@ -249,8 +247,6 @@ class FileReader:
     def _split(self, data: bytes, out: Lines, room: int) -> int:
         """Cut ``data`` into lines: a Block where it can be (``_block``), else one Record per line.
         Returns how many lines were cut at ``max_line_bytes``."""
-        if self._block(data, out, room):
-            return 0
         max_line = self.max_line_bytes
         before = len(out)
         start = self._lines_from(data, out)
@@ -259,6 +255,8 @@ class FileReader:
         data, base = start
         overlong = len(out) - before  # the overlong line that ended here
         room -= overlong
+        if self._block(data, base, out, room):
+            return overlong
         parts = data.split(b"\n")
         partial = parts.pop()
         origin = self.origin
