@@ -10,10 +10,11 @@ grid = p.Grid()
 grid.row("Throughput")
 grid.add(
     p.timeseries(
-        "Lines read, shipped and failed per second",
-        "Lines read from the tailed files, lines each sink acknowledged, and lines a sink rejected for good "
-        "(written to the dead-letter file). Shipped below read for long means a sink is falling behind.",
-        [b["lines_read"], b["lines_shipped"], b["dead_lettered"]],
+        "Lines read, delivered and dead-lettered per second",
+        "Lines read from the tailed files, lines each sink delivered, and lines a sink refused for good or "
+        "gave up on (written to its dead-letter file, not delivered). Delivered below read for long means a "
+        "sink is falling behind or refusing.",
+        [b["lines_read"], b["lines_delivered"], b["dead_lettered"]],
         unit="short",
         thresholds=p.steps(),
     ),

@@ -187,8 +187,12 @@ def tempo_slow(threshold_seconds: float) -> Query:
 def _bridge_queries() -> dict[str, Query]:
     return {
         "lines_read": Query(rate_sum(c.BRIDGE_LINES_READ, SERVICE), "read"),
-        "lines_shipped": Query(rate_sum(c.BRIDGE_LINES_SHIPPED, SERVICE, "sink"), "shipped {{sink}}"),
-        "dead_lettered": Query(rate_sum(c.BRIDGE_DEAD_LETTERS, SERVICE, "sink"), "failed {{sink}}"),
+        "lines_delivered": Query(
+            rate_sum(c.BRIDGE_LINES_SHIPPED, f'{SERVICE}, outcome="delivered"', "sink"), "delivered {{sink}}"
+        ),
+        "dead_lettered": Query(
+            rate_sum(c.BRIDGE_LINES_SHIPPED, f'{SERVICE}, outcome="dead_lettered"', "sink"), "dead-lettered {{sink}}"
+        ),
         "parse_errors": Query(rate_sum(c.BRIDGE_PARSE_ERRORS, SERVICE, "reason"), "{{reason}}"),
         "truncated": Query(rate_sum(c.BRIDGE_LINES_TRUNCATED, SERVICE), "truncated"),
         "lag": Query(f"max by (path) ({c.BRIDGE_LAG}{{{SERVICE}}})", "{{path}}"),

@@ -38,7 +38,7 @@ GPU_MEMORY_UTILIZATION = "gateway_gpu_memory_utilization_ratio"  # gauge 0..1 {g
 # sample names (counters end in _total); their labels in the comments
 BRIDGE_LINES_READ = "obsbox_bridge_lines_read_total"  # {pipeline}
 BRIDGE_READ_BYTES = "obsbox_bridge_read_bytes_total"  # {pipeline}
-BRIDGE_LINES_SHIPPED = "obsbox_bridge_lines_shipped_total"  # {sink}: delivered, or dead-lettered
+BRIDGE_LINES_SHIPPED = "obsbox_bridge_lines_shipped_total"  # {sink, outcome}: delivered | dead_lettered
 BRIDGE_PARSE_ERRORS = "obsbox_bridge_parse_errors_total"  # {reason}
 BRIDGE_LINES_TRUNCATED = "obsbox_bridge_lines_truncated_total"
 BRIDGE_REDACTIONS = "obsbox_bridge_redactions_total"  # {rule}

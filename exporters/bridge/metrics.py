@@ -7,6 +7,8 @@ the globs match).
 
 from __future__ import annotations
 
+from collections import Counter
+
 from prometheus_client import CollectorRegistry, Gauge
 
 from obsbox import conventions as c
@@ -58,7 +60,10 @@ class BridgeMetrics:
         self.lines_read = t.counter(c.BRIDGE_LINES_READ, "Lines read from files.", ["pipeline"])
         self.bytes_read = t.counter(c.BRIDGE_READ_BYTES, "Bytes read from files.", ["pipeline"])
         self.lines_shipped = t.counter(
-            c.BRIDGE_LINES_SHIPPED, "Records a sink acknowledged: delivered, or dead-lettered.", ["sink"]
+            c.BRIDGE_LINES_SHIPPED,
+            "Records a sink is done with, by outcome: delivered, or dead_lettered (refused for good, or given "
+            "up on, and written to its dead-letter file).",
+            ["sink", "outcome"],
         )
         self.parse_errors = t.counter(c.BRIDGE_PARSE_ERRORS, "Lines passed through unparsed, by reason.", ["reason"])
         self.truncated = t.counter(
@@ -82,7 +87,17 @@ class BridgeMetrics:
         self.rotations = t.counter(c.BRIDGE_ROTATIONS, "Rotations seen, by kind.", ["kind"])
         self.unread = t.counter(c.BRIDGE_UNREADABLE_BYTES, "Bytes lost to a copytruncate whose copy no glob matches.")
         self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
+        self.dead_lettered_by_sink: Counter[str] = Counter()  # what ``dead_lettered`` counted, for ``delivered``
         self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))
         self.file_format = FormatGauge(
             t.gauge(c.BRIDGE_FILE_FORMAT, "1 for the format each open file is read as.", ["path", "format"])
         )
+
+    def dead_lettered(self, sink: str, count: int) -> None:
+        """``count`` records of ``sink`` went to its dead-letter file: the one place that counts them."""
+        self.dead_letters.labels(sink).inc(count)
+        self.lines_shipped.labels(sink, "dead_lettered").inc(count)
+        self.dead_lettered_by_sink[sink] += count
+
+    def delivered(self, sink: str, count: int) -> None:
+        self.lines_shipped.labels(sink, "delivered").inc(count)

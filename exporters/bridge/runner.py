@@ -237,8 +237,13 @@ class Pipeline:
             name = sink.context.name
             payload = payloads[index] if payloads is not None else None
 
-            def attempt(sink: Sink = sink, payload: object = payload) -> Attempt:
-                return self._export_once(sink, records, payload)
+            dead_in_attempt = [0]  # what the sink dead-lettered itself in its last attempt
+
+            def attempt(sink: Sink = sink, payload: object = payload, dead: list[int] = dead_in_attempt) -> Attempt:
+                before = self.metrics.dead_lettered_by_sink[sink.context.name]
+                result = self._export_once(sink, records, payload)
+                dead[0] = self.metrics.dead_lettered_by_sink[sink.context.name] - before
+                return result
 
             def retried(attempt: Attempt, name: str = name) -> None:
                 self.metrics.retries.labels(name, "export_failed").inc()
@@ -250,11 +255,12 @@ class Pipeline:
             if outcome.kind != "ok":
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
                 dead.write(name, complete(records), f"gave up retrying: {outcome.reason}", None)
-                self.metrics.dead_letters.labels(name).inc(len(records))
+                self.metrics.dead_lettered(name, len(records))
                 log.error(
                     "sink %s: gave up on %d records (%s); written to %s", name, len(records), outcome.reason, dead.path
                 )
-            self.metrics.lines_shipped.labels(name).inc(len(records))
+            else:
+                self.metrics.delivered(name, len(records) - dead_in_attempt[0])
         return True
 
     def _export_once(self, sink: Sink, records: Sequence[Record], payload: object = None) -> Attempt:

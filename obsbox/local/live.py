@@ -94,7 +94,7 @@ def summary_from_prometheus(api: Prometheus) -> Summary:
         f"{s.labels.get('short_window')} ({s.labels.get('alertstate')})"
         for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')
     )
-    summary.bridge_lines = one("sum(obsbox_bridge_lines_shipped_total)")
+    summary.bridge_lines = one(f'min(sum by (sink) ({c.BRIDGE_LINES_SHIPPED}{{outcome="delivered"}}))')
     return summary
 
 
@@ -120,7 +120,7 @@ def render(summary: Summary, elapsed: float) -> str:
     if summary.alerts:
         lines.append(f"  alerts: {', '.join(summary.alerts)}")
     if summary.bridge_lines is not None:
-        lines.append(f"\n  bridge: {summary.bridge_lines:,.0f} log lines shipped")
+        lines.append(f"\n  bridge: {summary.bridge_lines:,.0f} log lines delivered to every sink")
     return "\n".join(lines)
 
 

@@ -117,8 +117,9 @@ def test_metrics_endpoint_passes_promtool_and_counts(tmp_path):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
                 return resp.read().decode()
 
+        delivered = 'obsbox_bridge_lines_shipped_total{outcome="delivered",sink="file"} 302.0'
         wait_until(
-            lambda: _safe(scrape) and 'obsbox_bridge_lines_shipped_total{sink="file"} 302.0' in scrape(),
+            lambda: _safe(scrape) and delivered in scrape(),
             20,
             "302 lines",
         )

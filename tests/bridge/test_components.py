@@ -176,6 +176,8 @@ def test_a_sink_that_raises_is_retried_and_a_sink_that_keeps_failing_is_dead_let
     bridge = run_once(tmp_path / "flaky", "flaky_test", {"initial_interval": 0.01, "max_interval": 0.02})
     (flaky,) = bridge.pipelines[0].sinks
     assert flaky.calls == 3 and len(flaky.delivered) == 3
+    shipped = {"sink": "flaky_test", "outcome": "delivered"}
+    assert bridge.metrics.registry.get_sample_value("obsbox_bridge_lines_shipped_total", shipped) == 3
     assert (
         bridge.metrics.registry.get_sample_value(
             "obsbox_bridge_retries_total", {"sink": "flaky_test", "reason": "export_failed"}
@@ -188,8 +190,11 @@ def test_a_sink_that_raises_is_retried_and_a_sink_that_keeps_failing_is_dead_let
     ]
     assert [orjson.loads(d["line"])["seq"] for d in dead] == [0, 1, 2]
     assert dead[0]["reason"].startswith("gave up retrying: the sink returned FAILURE")
-    assert (
-        bridge.metrics.registry.get_sample_value("obsbox_bridge_dead_letter_records_total", {"sink": "dead_test"}) == 3
+    sample = bridge.metrics.registry.get_sample_value
+    assert sample("obsbox_bridge_dead_letter_records_total", {"sink": "dead_test"}) == 3
+    assert sample("obsbox_bridge_lines_shipped_total", {"sink": "dead_test", "outcome": "dead_lettered"}) == 3
+    assert sample("obsbox_bridge_lines_shipped_total", {"sink": "dead_test", "outcome": "delivered"}) is None, (
+        "a dead-lettered line is not delivered"
     )
 
 

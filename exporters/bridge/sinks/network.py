@@ -86,7 +86,7 @@ class NetworkSink(Sink):
             log.warning("%s: %s; none of its %d records matched what it refused", name, reason, len(chunk))
             return
         self.dead_letter.write(name, records, why, status)
-        self.context.metrics.dead_letters.labels(name).inc(len(records))
+        self.context.metrics.dead_lettered(name, len(records))
         log.error("%s refused %d records (%s); written to %s", name, len(records), why, self.dead_letter.path)
 
     def shutdown(self) -> None:
