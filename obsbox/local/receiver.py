@@ -9,6 +9,7 @@ Threading: requests are served on their own threads; every shared list is guarde
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import socket
@@ -134,6 +135,7 @@ class Receiver:
     span_ids: Counter = field(default_factory=Counter)  # log records by span ID, for loss/dup counts
     refusal: Refusal | None = None
     out_dir: Path | None = None  # append decoded spans and log records there, as JSON lines
+    connections: set[socket.socket] = field(default_factory=set)  # open ones, dropped by ``stop``
 
     def start(self) -> Receiver:
         receiver = self
@@ -146,6 +148,13 @@ class Receiver:
                 # headers and body go out in two writes: without this, Nagle holds the body until the
                 # client's delayed ACK (about 40 ms a request)
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with receiver.lock:
+                    receiver.connections.add(self.connection)
+
+            def finish(self) -> None:
+                super().finish()
+                with receiver.lock:
+                    receiver.connections.discard(self.connection)
 
             def log_message(self, *_args: Any) -> None:
                 pass
@@ -173,8 +182,13 @@ class Receiver:
         return f"http://{self.host}:{self.port}"
 
     def stop(self) -> None:
+        """Stop listening and drop every open connection: the peer sees the server go down."""
         self.server.shutdown()
         self.server.server_close()
+        with self.lock:
+            for connection in self.connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
 
     def refuse(self, status: int, times: int | None = None, retry_after: str | None = None, body: bytes = b"") -> None:
         with self.lock:
