@@ -4,6 +4,9 @@ within the retry policy's maximum elapsed time, kept with the reason.
 One JSON object per record: when, which sink, the HTTP status and reason, where the line came
 from, its trace ID, and the line itself (as text, or base64 when it is not UTF-8). Nothing a sink
 rejects is lost; ``obsbox_bridge_dead_letter_records_total{sink}`` counts them.
+
+The file is its owner's only (0600): it holds whole source lines. A write that fails (a full disk)
+leaves no torn entry behind and raises, so the records are not counted as written.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 
 import orjson
 
+from obsbox.exporters.bridge.append import append_whole
+from obsbox.exporters.bridge.modes import PRIVATE_FILE, private_dir
 from obsbox.exporters.bridge.record import Record
 
 
@@ -29,7 +34,7 @@ class DeadLetter:
         self.path = path
 
     def write(self, sink: str, records: Sequence[Record], reason: str, status: int | None) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         now = time.time()
         lines = []
         for rec in records:
@@ -50,9 +55,8 @@ class DeadLetter:
             lines.append(orjson.dumps(entry))
         if not records:  # a rejection the server did not attribute to particular records
             lines.append(orjson.dumps({"time": now, "sink": sink, "status": status, "reason": reason}))
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, PRIVATE_FILE)
         try:
-            os.write(fd, b"\n".join(lines) + b"\n")
-            os.fsync(fd)
+            append_whole(fd, b"\n".join(lines) + b"\n", fsync=True)
         finally:
             os.close(fd)
