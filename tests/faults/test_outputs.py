@@ -19,6 +19,7 @@ import pytest
 
 from obsbox.config import build
 from obsbox.exporters.bridge.component import ExportResult
+from obsbox.exporters.bridge.deadletter import DeadLetter
 from obsbox.exporters.bridge.record import Origin, Record
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.local.receiver import Receiver
@@ -35,6 +36,19 @@ def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
         time.sleep(0.05)
+
+
+def dead_lettered(path: Path) -> list[bytes | str]:
+    """The source lines a dead-letter file holds; an entry that is not whole JSON as its raw bytes
+    (the ledger counts it torn)."""
+    return [_source_line(raw) for raw in lines_of(path)]
+
+
+def _source_line(entry: bytes) -> bytes | str:
+    try:
+        return orjson.loads(entry)["line"]
+    except (orjson.JSONDecodeError, KeyError):
+        return entry
 
 
 def logrotate(conf: Path, state: Path) -> None:
@@ -131,8 +145,25 @@ def test_a_dead_letter_that_does_not_fit_is_neither_torn_nor_counted(tmp_path, r
         filler.unlink()
         receiver.refuse(400, times=1, body=b"invalid LogRecord")
         assert otlp.export(recs) is ExportResult.SUCCESS
-        entries = [orjson.loads(line) for line in lines_of(dead)]
-        ledger.check([entry["line"] for entry in entries]).assert_delivered()
+        ledger.check(dead_lettered(dead)).assert_delivered()
         assert counted._value.get() == 100
         assert stat.S_IMODE(dead.stat().st_mode) == 0o600
         otlp.shutdown()
+
+
+def test_a_dead_letter_entry_cut_short_by_kill_9_is_taken_off_before_the_next(tmp_path):
+    """A ``kill -9`` in the middle of a large dead-letter write leaves the pages copied so far
+    (Linux's ``generic_perform_write`` stops at a pending fatal signal and keeps them): that file is
+    made here by cutting a whole one short. The next write takes the torn entry off first; its records
+    were never acknowledged, so they come back and are written again whole."""
+    ledger = Ledger("killed")
+    origin = Origin(str(tmp_path / "app.json"), b"\x03" * 16)
+    recs = [Record(line, origin, seq * 300) for seq, line in enumerate(ledger.lines(20, pad=100))]
+    dead = DeadLetter(tmp_path / "dead-letter-loki.jsonl")
+    dead.write("loki", recs[:10], "refused", 400)
+    whole = dead.path.read_bytes()
+    dead.write("loki", recs[10:], "refused", 400)
+    with open(dead.path, "r+b") as handle:
+        handle.truncate(len(whole) + 150)  # the second write, killed 150 bytes in
+    dead.write("loki", recs[10:], "refused", 400)  # the batch read again after the restart
+    ledger.check(dead_lettered(dead.path)).assert_delivered()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from obsbox.config import ConfigError
-from obsbox.exporters.bridge.append import append_whole
+from obsbox.exporters.bridge.append import append_whole, cut_torn_tail
 from obsbox.exporters.bridge.component import ExportResult, Sink
 from obsbox.exporters.bridge.modes import PRIVATE_FILE, parse_mode
 from obsbox.exporters.bridge.record import Record
@@ -104,18 +104,11 @@ class FileSink(Sink):
         self._open()
 
     def _cut_torn_line(self) -> None:
-        size = os.fstat(self.fd).st_size
-        if size == 0 or os.pread(self.fd, 1, size - 1) == b"\n":
-            return
-        start = max(0, size - 4 * 1024 * 1024)
-        tail = os.pread(self.fd, size - start, start)
-        keep = start + tail.rfind(b"\n") + 1 if b"\n" in tail else start
-        os.ftruncate(self.fd, keep)
-        log.warning(
-            "%s ended in a torn line (%d bytes) from an interrupted run; it is written again",
-            self.config.path,
-            size - keep,
-        )
+        cut = cut_torn_tail(self.fd)
+        if cut:
+            log.warning(
+                "%s ended in a torn line (%d bytes) from an interrupted run; it is written again", self.config.path, cut
+            )
 
     @staticmethod
     def make_encoder(config: FileConfig, context) -> Callable[[], LineEncoding]:
