@@ -132,6 +132,7 @@ def test_an_older_state_dir_open_to_others_is_tightened_once_and_the_held_logs_k
     os.link(app, held / "1-2")
     (state / "positions-logs-tail.json").write_bytes(orjson.dumps({"version": 1, "files": []}))
     (state / "dead-letter-loki.jsonl").write_bytes(b"{}\n")
+    (state / ".positions-logs-tail.json.tmp").write_bytes(b"{")  # a save that a kill -9 cut short
     for path, mode in ((state, 0o755), (held, 0o755), *((p, 0o644) for p in state.glob("*.json*"))):
         path.chmod(mode)
     with caplog.at_level(logging.WARNING):
@@ -142,6 +143,7 @@ def test_an_older_state_dir_open_to_others_is_tightened_once_and_the_held_logs_k
         "positions-logs-tail.held": 0o700,
         "positions-logs-tail.json": 0o600,
         "dead-letter-loki.jsonl": 0o600,
+        ".positions-logs-tail.json.tmp": 0o600,
     }
     assert stat.S_IMODE(app.stat().st_mode) == 0o644, "the held link is the log itself: its mode is not ours"
     tightened = [r for r in caplog.records if "tightened" in r.getMessage()]

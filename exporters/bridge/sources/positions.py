@@ -38,6 +38,11 @@ class Position:
     offset: int
 
 
+def temporary(path: Path) -> Path:
+    """Where the next positions are written before they are renamed over ``path``."""
+    return path.with_name(f".{path.name}.tmp")
+
+
 class PositionsError(ConfigError):
     """The positions file cannot be used as it is (the CLI prints it in one line, exit 2)."""
 
@@ -89,7 +94,7 @@ class PositionsFile:
             for p in positions
         ]
         payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp = temporary(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         try:
             append_whole(fd, payload, fsync=True)  # all of it: a short write on a full disk must not be renamed
