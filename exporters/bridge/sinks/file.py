@@ -16,7 +16,6 @@ Threading: the pipeline's export thread only (flush and shutdown come after it s
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -78,15 +77,11 @@ class FileSink(Sink):
     def _open(self) -> None:
         """Open the path for appending (created with ``mode``), and cut a torn last line."""
         flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
-        while True:
-            try:
-                fd = os.open(self.config.path, flags | os.O_CREAT | os.O_EXCL, self.config.mode)
-                os.fchmod(fd, self.config.mode)  # the mode asked for, whatever the umask
-                break
-            except FileExistsError:
-                with contextlib.suppress(FileNotFoundError):  # removed in between: create it, then
-                    fd = os.open(self.config.path, flags)
-                    break
+        try:
+            fd = os.open(self.config.path, flags | os.O_CREAT | os.O_EXCL, self.config.mode)
+            os.fchmod(fd, self.config.mode)  # the mode asked for, whatever the umask
+        except FileExistsError:  # it keeps its mode (made with the umask's if removed just now)
+            fd = os.open(self.config.path, flags | os.O_CREAT, self.config.mode)
         st = os.fstat(fd)
         self.fd, self.identity = fd, (st.st_dev, st.st_ino)
         self._cut_torn_line()
