@@ -20,10 +20,10 @@ from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.runner import Bridge
-from obsbox.exporters.bridge.sources.positions import PositionsError
+from obsbox.exporters.bridge.sources.positions import Position, PositionsError, PositionsFile
 from tests.bridge.harness import Running
 from tests.faults.ledger import Ledger, lines_of
-from tests.faults.mounts import need_root, read_only
+from tests.faults.mounts import fill, need_root, read_only, small_tmpfs
 from tests.faults.test_outputs import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,3 +215,23 @@ def test_positions_edited_while_running_are_not_read_again_but_refused_at_the_ne
     data["sources"]["tail"]["positions"] = str(positions)
     with pytest.raises(PositionsError, match=r"files\[0\] \(.*app.json\) has missing keys \['offset'\]"):
         Bridge(bridge_config.from_data(data))
+
+
+def test_positions_that_do_not_fit_on_a_full_disk_leave_the_saved_ones_whole(tmp_path):
+    """The state dir's filesystem (a real tmpfs) is full when positions are saved: the temp file
+    takes part of them, and a short write renamed into place would be a torn positions file. The
+    save fails instead, and the positions saved before are still there, whole."""
+    with small_tmpfs(tmp_path / "disk", "64k") as disk:
+        positions = PositionsFile(disk / "positions.json")
+        before = [Position("/var/log/app.json", 1, 2, "ab" * 16, 10)]
+        positions.save(before)
+        filler = fill(disk, leave=8 * 1024)
+        many = [Position(f"/var/log/app-{n}.json", 1, n, "cd" * 16, n) for n in range(200)]  # ~34 KB
+        try:
+            with pytest.raises(OSError, match="No space left on device"):
+                positions.save(many)
+            assert PositionsFile(positions.path).load() == before
+        finally:
+            filler.unlink()
+        positions.save(many)
+        assert PositionsFile(positions.path).load() == many
