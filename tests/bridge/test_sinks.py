@@ -1,6 +1,7 @@
 """The Loki, OTLP and spans sinks against a real HTTP receiver that decodes with the official formats
 (opentelemetry-proto messages; Loki's JSON push schema). A real Loki, Collector or Tempo does not run
-here: what is checked is the documented wire contract."""
+here: what is checked is the documented wire contract. And the file sink on real files: its
+output's mode, and an output moved away or removed."""
 
 from __future__ import annotations
 
