@@ -35,6 +35,7 @@ from pathlib import Path
 import platformdirs
 from prometheus_client import start_http_server
 
+from obsbox.exporters.bridge import statedir
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
@@ -292,6 +293,7 @@ class Bridge:
         self.state_dir = config.settings.state_dir or default_state_dir()
         self.once = config.settings.once
         self.pipelines = [self._pipeline(name) for name in config.pipelines]
+        statedir.prepare(self.state_dir, [c for p in self.pipelines for c in p.components()])  # before shipping
 
     def _context(self, pipeline: str, spec: ComponentSpec) -> Context:
         return Context(

@@ -1,11 +1,14 @@
 """The Loki, OTLP and spans sinks against a real HTTP receiver that decodes with the official formats
 (opentelemetry-proto messages; Loki's JSON push schema). A real Loki, Collector or Tempo does not run
-here: what is checked is the documented wire contract."""
+here: what is checked is the documented wire contract. And the file sink on real files: its
+output's mode, and an output moved away or removed."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import platform
+import stat
 import sys
 import threading
 import time
@@ -13,16 +16,17 @@ import time
 import orjson
 import pytest
 
-from obsbox.config import build
+from obsbox.config import ConfigError, build, parse_yaml
 from obsbox.exporters.bridge.component import ExportResult
 from obsbox.exporters.bridge.processors.redact import RedactProcessor
 from obsbox.exporters.bridge.sinks import http
+from obsbox.exporters.bridge.sinks.file import FileConfig, FileSink
 from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.exporters.bridge.sinks.spans import SpansConfig, SpansSink
 from obsbox.local.receiver import Receiver
 from obsbox.logfields import iso_ns
-from tests.bridge.harness import context, traced
+from tests.bridge.harness import context, records, traced
 
 T32, S16 = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 FAST_RETRY = {"initial_interval": 0.05, "max_interval": 0.2}
@@ -345,3 +349,55 @@ def test_a_time_keeps_every_digit_of_its_fraction_up_to_nanoseconds():
         text = "2026-11-30T12:00:00" + (f".{fraction}" if digits else "") + "Z"
         want = second + int((fraction + "0" * 9)[:9])
         assert iso_ns(text) == iso_ns(text) == want, text  # the second time through the cache
+
+
+# The file sink: its output's mode, an output moved away, an output that cannot be opened.
+
+
+def file_sink(tmp_path, yaml_text: str) -> FileSink:
+    return FileSink(build(FileConfig, parse_yaml(yaml_text).data), context("file", state_dir=tmp_path))
+
+
+def test_the_file_sink_creates_its_output_for_its_owner_unless_mode_says_otherwise(tmp_path):
+    """0600 by default, whatever the umask; ``mode`` as YAML writes it (0640 is octal to YAML 1.1)
+    or as a string; a decimal that is no mode is refused; an existing file keeps its mode."""
+    old_umask = os.umask(0)
+    try:
+        for text, expected in (("", 0o600), ("mode: 0640", 0o640), ("mode: '0644'", 0o644), ("mode: 0o604", 0o604)):
+            out = tmp_path / f"{expected:o}.jsonl"
+            file_sink(tmp_path, f"path: {out}\n{text}").shutdown()
+            assert stat.S_IMODE(out.stat().st_mode) == expected, text
+    finally:
+        os.umask(old_umask)
+    with pytest.raises(ConfigError, match="not a permission mode; write it in octal"):
+        file_sink(tmp_path, "path: x.jsonl\nmode: 640")
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(b"")
+    kept.chmod(0o640)
+    file_sink(tmp_path, f"path: {kept}").shutdown()
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+
+
+def test_the_file_sink_reopens_its_output_when_it_is_moved_away_or_removed(tmp_path):
+    """``mv out.jsonl out.jsonl.1`` (logrotate): the next batch goes to a new out.jsonl, not into
+    the moved file; the same after ``rm``. Each batch lands whole in exactly one file."""
+    out = tmp_path / "out.jsonl"
+    sink = file_sink(tmp_path, f"path: {out}")
+    try:
+        assert sink.export(records(b'{"n": 1}')) is ExportResult.SUCCESS
+        out.rename(tmp_path / "out.jsonl.1")
+        assert sink.export(records(b'{"n": 2}')) is ExportResult.SUCCESS
+        assert (tmp_path / "out.jsonl.1").read_bytes() == b'{"n": 1}\n'
+        assert out.read_bytes() == b'{"n": 2}\n'
+        assert stat.S_IMODE(out.stat().st_mode) == 0o600
+        out.unlink()
+        assert sink.export(records(b'{"n": 3}')) is ExportResult.SUCCESS
+        assert out.read_bytes() == b'{"n": 3}\n'
+    finally:
+        sink.shutdown()
+
+
+def test_an_output_that_cannot_be_opened_is_one_config_error(tmp_path):
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(ConfigError, match=r"taken cannot be opened for writing \(Is a directory\)"):
+        file_sink(tmp_path, f"path: {tmp_path / 'taken'}")

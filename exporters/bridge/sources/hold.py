@@ -7,7 +7,8 @@ file is acknowledged and the file has left the globs.
 
 Hard links need the state dir on the same filesystem as the logs and write access to it; where
 that is not so (a read-only mount, another volume) holding turns itself off, says so once, and the
-bridge falls back to descriptors.
+bridge falls back to descriptors. The folder is its owner's only (0700); the links keep the modes
+of the logs they are.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import errno
 import logging
 import os
 from pathlib import Path
+
+from obsbox.exporters.bridge.modes import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ class Holder:
             return None
         target = self.link_path(dev, ino)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)  # the links are the logs themselves: only the owner may list them
             with contextlib.suppress(FileNotFoundError):
                 st = os.stat(target)
                 if (st.st_dev, st.st_ino) == (dev, ino):

@@ -6,6 +6,9 @@ torn file. A commit that changes nothing (the same files at the same offsets) wr
 fsyncs are the cost of a save, and an idle or slow file must not pay them once per batch.
 Entries are keyed by file identity (device, inode and fingerprint digest), not by name, so a
 renamed file keeps its offset and a reused inode with new content does not inherit one.
+The file is created for its owner only (0600). What is loaded is checked entry by entry: a file
+edited by hand into another shape stops the bridge with one line saying which entry is wrong,
+never a traceback halfway through a run.
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ from pathlib import Path
 
 import orjson
 
+from obsbox.config import ConfigError
+from obsbox.exporters.bridge.append import append_whole
+from obsbox.exporters.bridge.modes import PRIVATE_FILE, private_dir
+
 VERSION = 1
+FIX = "move it aside to start from the beginning of every file"
+FIELDS = {"path": str, "dev": int, "ino": int, "fingerprint": str, "offset": int}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +38,13 @@ class Position:
     offset: int
 
 
-class PositionsError(RuntimeError):
-    pass
+def temporary(path: Path) -> Path:
+    """Where the next positions are written before they are renamed over ``path``."""
+    return path.with_name(f".{path.name}.tmp")
+
+
+class PositionsError(ConfigError):
+    """The positions file cannot be used as it is (the CLI prints it in one line, exit 2)."""
 
 
 class PositionsFile:
@@ -45,29 +59,45 @@ class PositionsFile:
             return []
         try:
             data = orjson.loads(self.path.read_bytes())
-            if data.get("version") != VERSION:
-                raise PositionsError(f"unsupported version {data.get('version')!r}")
-            return [Position(**entry) for entry in data["files"]]
-        except (orjson.JSONDecodeError, KeyError, TypeError, PositionsError) as exc:
-            raise PositionsError(
-                f"positions file {self.path} is unreadable ({exc}); move it aside to start from the "
-                "beginning of every file"
-            ) from exc
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise self._error(f"is unreadable ({exc})") from None
+        if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+            raise self._error("is not an object with a list of 'files'")
+        if data.get("version") != VERSION:
+            raise self._error(f"has unsupported version {data.get('version')!r}")
+        return [self._position(index, entry) for index, entry in enumerate(data["files"])]
+
+    def _position(self, index: int, entry: object) -> Position:
+        if not isinstance(entry, dict):
+            raise self._error(f"files[{index}] is not an object")
+        where = f"files[{index}] ({entry['path']})" if isinstance(entry.get("path"), str) else f"files[{index}]"
+        missing = [key for key in FIELDS if key not in entry]
+        unknown = [key for key in entry if key not in FIELDS]
+        if missing or unknown:
+            raise self._error(f"{where} has {'missing' if missing else 'unknown'} keys {missing or unknown}")
+        for key, kind in FIELDS.items():
+            value = entry[key]
+            if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
+                wanted = "a whole number of at least 0" if kind is int else "a string"
+                raise self._error(f"{where}: {key} is {value!r}, not {wanted}")
+        return Position(**entry)
+
+    def _error(self, problem: str) -> PositionsError:
+        return PositionsError(f"positions file {self.path} {problem}; {FIX}")
 
     def save(self, positions: list[Position]) -> None:
         if self.path is None or positions == self.saved:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         entries = [
             {"path": p.path, "dev": p.dev, "ino": p.ino, "fingerprint": p.fingerprint, "offset": p.offset}
             for p in positions
         ]
         payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        tmp = temporary(self.path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
         try:
-            os.write(fd, payload)
-            os.fsync(fd)
+            append_whole(fd, payload, fsync=True)  # all of it: a short write on a full disk must not be renamed
         finally:
             os.close(fd)
         os.replace(tmp, self.path)
