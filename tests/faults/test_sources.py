@@ -147,6 +147,37 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
     assert len(warnings_naming(caplog, str(bad))) == 2
 
 
+def test_a_file_rotated_away_while_stopped_and_failing_at_restart_waits_and_the_others_go_on(tmp_path, monkeypatch):
+    """The first scan after a restart drains files rotated away meanwhile; EIO on one of them must
+    not stop that scan, nor the files after it: it is drained once it reads again."""
+    ledger = Ledger("restart")
+    log, other = tmp_path / "app.json", tmp_path / "other.json"
+    ledger.append(log, 10)
+    ledger.append(other, 10)
+    include = [str(log), str(other)]
+    first = Running(include, tmp_path / "state", once=True)
+    first.thread.join(30)
+    ledger.append(log, 10)  # written after the first run, then rotated away while the bridge is down
+    log.rename(tmp_path / "app.json.1")
+    disk = FailingDisk(monkeypatch, tmp_path / "app.json.1")
+    ledger.append(log, 5)
+    ledger.append(other, 5)
+    second = Running(include, tmp_path / "state")
+    try:
+        fresh = set(range(30, 40))  # the lines of the new app.json and other.json, written last
+
+        def fresh_arrived() -> bool:
+            return fresh.isdisjoint(ledger.check(received(first) + received(second)).lost)
+
+        assert wait_until(fresh_arrived), "the healthy files stopped"
+        disk.failing.clear()
+        assert wait_until(lambda: not ledger.check(received(first) + received(second)).lost), "the rotated file waits"
+    finally:
+        disk.failing.clear()
+        second.stop()
+    ledger.check(received(first) + received(second)).assert_delivered()
+
+
 # ---------------------------------------------------------------- symlinks
 
 
@@ -174,6 +205,10 @@ def test_a_symlink_planted_by_a_user_to_a_root_only_file_is_not_read(open_tmp, c
     shared = open_tmp / "shared.json"  # a file nobody may read, linked by nobody: no escalation
     ledger.append(shared, 5)
     shared.chmod(0o644)
+    grouped = open_tmp / "grouped.json"  # root:nogroup 0640: nobody may read it through its group
+    ledger.append(grouped, 5)
+    os.chown(grouped, 0, NOBODY)
+    grouped.chmod(0o640)
     kubelet = open_tmp / "pod.json"  # root's own link to a root-only file, as kubelet makes them
     ledger.append(kubelet, 5)
     kubelet.chmod(0o600)
@@ -189,6 +224,7 @@ def test_a_symlink_planted_by_a_user_to_a_root_only_file_is_not_read(open_tmp, c
     link("chain.json", rooted, NOBODY)  # nobody's link to root's link to the secret
     link("sub", private, NOBODY)  # a link to a folder in the glob's path
     link("shared.json", shared, NOBODY)
+    link("grouped.json", grouped, NOBODY)
     link("pod.json", kubelet, 0)
 
     running = Running([str(watched / "*.json"), str(watched / "*" / "*.json")], open_tmp / "state", once=True)

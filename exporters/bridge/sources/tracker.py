@@ -138,6 +138,8 @@ class Tracker:
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
+        self.recovering = False  # a file rotated while we were down could not be opened or checked yet
+        self.open_failures = 0
 
     # ---------------------------------------------------------------- discovery
 
@@ -157,7 +159,9 @@ class Tracker:
         first = self.scans == 0
         if first:
             self._reopen_held()
-            self._recover_rotated()
+        if first or self.recovering:
+            self.recovering = not self._recover_safely()
+            first = not self.recovering  # unclaimed saved positions are let go once rotated files are checked
         pending = self.in_state(FileState.PENDING)
         # same inode, same content: resume, before any look-alike claims it
         self._each(pending, self._resume_by_inode)
@@ -196,6 +200,7 @@ class Tracker:
             tracked = Tracked(self.next_id, reader, self.holder.hold(*key, path))
         except OSError as exc:
             os.close(fd)
+            self.open_failures += 1
             self.problems.report(("path", path), "read", f"cannot read {path}: {exc.strerror or exc}; tried again")
             return None
         self.problems.clear(("path", path), f"reading {path}")
@@ -215,9 +220,11 @@ class Tracker:
         except FileNotFoundError:
             return None  # vanished since the scan
         except OSError as exc:
+            self.open_failures += 1
             kind = "permission" if exc.errno in (errno.EACCES, errno.EPERM) else "open"
             self.problems.report(("path", path), kind, unreadable(path, exc))
             return None
+        self.open_failures += 1
         self.problems.report(("path", path), "symlink", refused)
         return None
 
@@ -258,6 +265,19 @@ class Tracker:
             tracked.live = False
             self.classify(tracked)
             log.info("draining %s, rotated away from %s while the bridge was stopped", path, saved.path)
+
+    def _recover_safely(self) -> bool:
+        """``_recover_rotated``, where one file's OS error leaves the rest to the next scan (that file
+        is open by then, so skipped, and classified like any other once it can be read)."""
+        failures = self.open_failures
+        try:
+            self._recover_rotated()
+        except OSError as exc:
+            why = f"cannot check the files rotated while the bridge was stopped ({exc.strerror or exc}); trying again"
+            self.problems.report(("scan", "recover"), "read", why)
+            return False
+        self.problems.clear(("scan", "recover"), "checked the files rotated while the bridge was stopped")
+        return self.open_failures == failures
 
     # ---------------------------------------------------------------- classification
 
