@@ -210,7 +210,7 @@ class TailSource(Source[TailCheckpoint]):
     def _read(self, tracked: Tracked, out: Lines, room: int, byte_room: int) -> int:
         """Read one file; act on what the reader saw (a truncation, a final partial line). An OS
         error is this file's alone: said once, and the file is skipped until the next scan."""
-        if tracked.key in self.failing:
+        if self.failing and tracked.key in self.failing:
             return 0
         try:
             return self._read_file(tracked, out, room, byte_room)
