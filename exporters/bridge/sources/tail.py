@@ -163,7 +163,7 @@ class TailSource(Source[TailCheckpoint]):
             self.problems.retain("path", unlooked.union(found.values()))
 
     def _watch(self) -> None:
-        """Keep discovering files, and measuring lag, while the pipeline thread may be blocked on a sink."""
+        """Keep discovering files while the pipeline thread may be blocked on a sink."""
         while not self.closing.wait(self.cfg.scan_interval):
             with self.lock:
                 if time.monotonic() >= self.next_scan:
