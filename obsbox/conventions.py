@@ -51,6 +51,11 @@ BRIDGE_ROTATIONS = "obsbox_bridge_rotations_total"  # {kind}
 BRIDGE_UNREADABLE_BYTES = "obsbox_bridge_unreadable_bytes_total"
 BRIDGE_ERRORS = "obsbox_bridge_errors_total"  # {kind}
 BRIDGE_LAG = "obsbox_bridge_lag_bytes"  # gauge {path}
+BRIDGE_OLDEST_UNACKED_AGE = (
+    "obsbox_bridge_oldest_unacked_age_seconds"  # gauge {path}: since its oldest unacked byte was seen
+)
+BRIDGE_FILES_MATCHED = "obsbox_bridge_files_matched"  # gauge {pattern}: regular files each include pattern matches
+BRIDGE_SOURCE_PROBLEMS = "obsbox_bridge_source_problems"  # gauge {kind}: paths or patterns with a problem now
 BRIDGE_FILE_FORMAT = "obsbox_bridge_file_format"  # gauge {path, format}: 1 for the format a file is read as
 BRIDGE_SPANS_SKIPPED = "obsbox_bridge_spans_skipped_total"  # {reason}
 

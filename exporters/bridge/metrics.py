@@ -18,14 +18,15 @@ BATCH_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2
 
 
 class LagGauge:
-    """``obsbox_bridge_lag_bytes{path}``: bytes written to a file but not yet acknowledged."""
+    """A gauge per open file: ``obsbox_bridge_lag_bytes{path}`` (bytes written to a file but not yet
+    acknowledged) and ``obsbox_bridge_oldest_unacked_age_seconds{path}``."""
 
     def __init__(self, gauge: Gauge) -> None:
         self.gauge = gauge
         self.paths: set[str] = set()
 
-    def set_path(self, path: str, lag: int) -> None:
-        self.gauge.labels(path).set(lag)
+    def set_path(self, path: str, value: float) -> None:
+        self.gauge.labels(path).set(value)
         self.paths.add(path)
 
     def remove_path(self, path: str) -> None:
@@ -89,6 +90,12 @@ class BridgeMetrics:
         self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
         self.dead_lettered_by_sink: Counter[str] = Counter()  # what ``dead_lettered`` counted, for ``delivered``
         self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))
+        age = "Seconds since the oldest byte of a file that some sink has not acknowledged was seen written."
+        self.unacked_age = LagGauge(t.gauge(c.BRIDGE_OLDEST_UNACKED_AGE, age, ["path"]))
+        matched = "Regular files each include pattern of a tail source matches."
+        self.files_matched = t.gauge(c.BRIDGE_FILES_MATCHED, matched, ["pattern"])
+        problems = "Paths and patterns a tail source cannot read now (permission, symlink, read, no_match, ...)."
+        self.source_problems = t.gauge(c.BRIDGE_SOURCE_PROBLEMS, problems, ["kind"])
         self.file_format = FormatGauge(
             t.gauge(c.BRIDGE_FILE_FORMAT, "1 for the format each open file is read as.", ["path", "format"])
         )

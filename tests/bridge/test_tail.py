@@ -280,3 +280,33 @@ def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp
         assert batch is not None and sorted(seqs(batch.lines.records())) == [0, 1, 2]
     finally:
         source.shutdown()
+
+
+def test_lag_and_age_count_lines_read_but_not_acknowledged_on_every_scan(tmp_path):
+    """A batch read and held (by a worker, or a sink that is down) is not acknowledged: lag is the
+    file's size minus what was acknowledged, measured at every scan, not only at commit."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(50)))
+    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json")})
+    source = TailSource(config, context(state_dir=tmp_path))
+    registry = source.metrics.registry
+    path = {"path": str(log)}
+    try:
+        held = source.poll(100, 1 << 20)
+        assert held is not None and len(held.lines) == 50
+        source.scan()
+        assert registry.get_sample_value("obsbox_bridge_lag_bytes", path) == log.stat().st_size
+        time.sleep(0.2)
+        with open(log, "ab") as fh:
+            fh.write(orjson.dumps({"seq": 50}) + b"\n")
+        source.scan()
+        assert registry.get_sample_value("obsbox_bridge_lag_bytes", path) == log.stat().st_size
+        assert registry.get_sample_value("obsbox_bridge_oldest_unacked_age_seconds", path) >= 0.2
+        source.commit(held.checkpoint)  # the first 50 lines acknowledged: the 51st waits, seen just now
+        assert registry.get_sample_value("obsbox_bridge_lag_bytes", path) == len(orjson.dumps({"seq": 50})) + 1
+        assert registry.get_sample_value("obsbox_bridge_oldest_unacked_age_seconds", path) < 0.2
+        source.commit(source.poll(100, 1 << 20).checkpoint)
+        assert registry.get_sample_value("obsbox_bridge_lag_bytes", path) == 0
+        assert registry.get_sample_value("obsbox_bridge_oldest_unacked_age_seconds", path) == 0
+    finally:
+        source.shutdown()

@@ -11,6 +11,7 @@ import fnmatch
 import glob
 import os
 import stat
+from collections.abc import Callable
 
 FileKey = tuple[int, int]  # (st_dev, st_ino)
 
@@ -23,20 +24,36 @@ def excluded(path: str, exclude: list[str]) -> bool:
     return any(fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(name, pattern) for pattern in exclude)
 
 
-def find_files(include: list[str], exclude: list[str]) -> dict[FileKey, str]:
+def find_files(
+    include: list[str],
+    exclude: list[str],
+    *,
+    matched: dict[str, int] | None = None,
+    failed: Callable[[str, OSError], None] | None = None,
+) -> dict[FileKey, str]:
     """Every regular file the ``include`` globs match and ``exclude`` does not, by identity; the first
-    path found names a file that several globs or links match."""
+    path found names a file that several globs or links match. ``matched`` gets how many regular
+    files each pattern matches; ``failed`` hears of a path that could not be looked at (not one
+    that vanished), so that nothing is skipped unsaid."""
     found: dict[FileKey, str] = {}
     for pattern in include:
+        count = 0
         for path in sorted(glob.glob(os.path.expanduser(pattern))):
             if excluded(path, exclude):
                 continue
             try:
                 st = os.stat(path)
-            except OSError:
-                continue  # vanished between glob and stat
+            except FileNotFoundError:
+                continue  # vanished between glob and stat, or a dangling link
+            except OSError as exc:
+                if failed is not None:
+                    failed(path, exc)
+                continue
             if stat.S_ISREG(st.st_mode):
                 found.setdefault((st.st_dev, st.st_ino), path)
+                count += 1
+        if matched is not None:
+            matched[pattern] = count
     return found
 
 

@@ -20,6 +20,7 @@ Threading: used under its tail source's lock only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -153,17 +154,15 @@ class FileReader:
         return os.pread(self.fd, len(sample), end - len(sample)) == sample
 
     def close(self) -> None:
-        os.close(self.fd)
+        with contextlib.suppress(OSError):  # EIO on close: the descriptor is released all the same
+            os.close(self.fd)
 
     # ---------------------------------------------------------------- reading
 
     def read(self, out: Lines, room: int, byte_room: int, *, verify_head: bool) -> ReadResult:
         """Append up to ``room`` complete lines to ``out``. ``verify_head``: check that the first line
         is still the one we know (a copytruncate can regrow a file past, or exactly to, our offset)."""
-        try:
-            size = os.fstat(self.fd).st_size
-        except OSError:
-            return ReadResult()
+        size = os.fstat(self.fd).st_size  # an OSError is this file's alone: the tail source reports it
         result = ReadResult(size=size, previous_size=self.size)
         self.size = size
         if size < self.read_offset:

@@ -44,6 +44,7 @@ from typing import Literal
 
 from obsbox.exporters.bridge.component import Context, Source
 from obsbox.exporters.bridge.record import Batch, Lines, Record
+from obsbox.exporters.bridge.sources.access import nothing_matched
 from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder
@@ -117,16 +118,49 @@ class TailSource(Source[TailCheckpoint]):
         self.lock = threading.RLock()
         self.watcher: threading.Thread | None = None
         self.closing = threading.Event()
+        self.problems = self.tracker.problems
+        self.failing: set[tuple[int, int]] = set()  # files whose last OS call failed: skipped until the next scan
 
     @property
     def files(self) -> dict[tuple[int, int], Tracked]:
         return self.tracker.files
 
     def scan(self) -> None:
-        """Match the globs and let the tracker apply what it finds."""
+        """Match the globs, let the tracker apply what it finds, measure what waits, and say what
+        matches nothing. A failure here is said once and tried again at the next scan: neither the
+        watcher nor the pipeline thread dies of it."""
         with self.lock:
-            self.tracker.update(find_files(self.cfg.include, self.cfg.exclude))
-            self.metrics.files.set(len(self.tracker.files))
+            try:
+                self._scan()
+            except Exception as exc:
+                why = f"scanning {self.cfg.include} failed ({exc!r}); trying again"
+                self.problems.report(("scan", None), "scan", why)
+                log.debug("scan failed", exc_info=True)
+            else:
+                self.problems.clear(("scan", None), f"scanning {self.cfg.include} works again")
+
+    def _scan(self) -> None:
+        matched: dict[str, int] = {}
+        unlooked: set[str] = set()
+
+        def failed(path: str, exc: OSError) -> None:
+            unlooked.add(path)
+            self.problems.report(("path", path), "stat", f"cannot look at {path}: {exc.strerror or exc}")
+
+        found = find_files(self.cfg.include, self.cfg.exclude, matched=matched, failed=failed)
+        self.failing.clear()
+        self.tracker.update(found)
+        self.tracker.measure()
+        self.metrics.files.set(len(self.tracker.files))
+        for pattern, count in matched.items():
+            self.metrics.files_matched.labels(pattern).set(count)
+            if count:
+                self.problems.clear(("pattern", pattern), f"{pattern} matches {count} files")
+            else:
+                self.problems.report(("pattern", pattern), *nothing_matched(pattern, self.cfg.exclude))
+        if self.problems.current:
+            self.problems.retain("file", self.tracker.files)
+            self.problems.retain("path", unlooked.union(found.values()))
 
     def _watch(self) -> None:
         """Keep discovering files while the pipeline thread may be blocked on a sink."""
@@ -174,8 +208,21 @@ class TailSource(Source[TailCheckpoint]):
         return Batch(records, checkpoint, read_bytes)
 
     def _read(self, tracked: Tracked, out: Lines, room: int, byte_room: int) -> int:
-        """Read one file; act on what the reader saw (a truncation, a final partial line)."""
+        """Read one file; act on what the reader saw (a truncation, a final partial line). An OS
+        error is this file's alone: said once, and the file is skipped until the next scan."""
+        if self.failing and tracked.key in self.failing:
+            return 0
+        try:
+            return self._read_file(tracked, out, room, byte_room)
+        except OSError as exc:
+            self.tracker.failed(tracked, exc)
+            self.failing.add(tracked.key)
+            return 0
+
+    def _read_file(self, tracked: Tracked, out: Lines, room: int, byte_room: int) -> int:
         seen = tracked.reader.read(out, room, byte_room, verify_head=not self.once)
+        if self.problems.current:
+            self.problems.clear(("file", tracked.key), f"reading {tracked.path} again")
         if seen.overlong:
             self.metrics.truncated.inc(seen.overlong)
         last: list[Record] = []

@@ -40,13 +40,17 @@ over (``successors``). Threading: called under the tail source's lock only.
 from __future__ import annotations
 
 import enum
+import errno
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.sources.access import Problems, escalation, unreadable
+from obsbox.exporters.bridge.sources.backlog import Backlog
 from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import Position
@@ -73,6 +77,7 @@ class Tracked:
         self.generation = 0
         self.live = True  # a path matching the globs still names this inode
         self.held = held  # our hard link to it (see hold.py)
+        self.backlog = Backlog()  # what waits in it, for the lag and age gauges
 
     @property
     def key(self) -> FileKey:
@@ -115,8 +120,10 @@ class Tracker:
         start_at_end: bool,
         rotate_wait: float,
         max_open_files: int,
+        problems: Problems | None = None,
     ) -> None:
         self.include, self.exclude = include, exclude
+        self.problems = problems or Problems(metrics)
         self.reader_options = dict(reader_options)
         self.saved = saved
         self.holder = holder
@@ -131,6 +138,8 @@ class Tracker:
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
+        self.recovering = False  # a file rotated while we were down could not be opened or checked yet
+        self.open_failures = 0
 
     # ---------------------------------------------------------------- discovery
 
@@ -141,6 +150,7 @@ class Tracker:
             tracked.live = path is not None
             if path is not None and path != tracked.path:
                 self.metrics.lag.remove_path(tracked.path)
+                self.metrics.unacked_age.remove_path(tracked.path)
                 self.metrics.file_format.remove_path(tracked.path)
                 tracked.reader.rename(path)
                 if tracked.state is not FileState.PENDING:
@@ -149,19 +159,18 @@ class Tracker:
         first = self.scans == 0
         if first:
             self._reopen_held()
-            self._recover_rotated()
+        if first or self.recovering:
+            self.recovering = not self._recover_safely()
+            first = not self.recovering  # unclaimed saved positions are let go once rotated files are checked
         pending = self.in_state(FileState.PENDING)
-        for tracked in pending:  # same inode, same content: resume, before any look-alike claims it
-            self._resume_by_inode(tracked)
-        for tracked in pending:
-            if tracked.state is FileState.PENDING:
-                self.classify(tracked)
+        # same inode, same content: resume, before any look-alike claims it
+        self._each(pending, self._resume_by_inode)
+        self._each([t for t in pending if t.state is FileState.PENDING], self.classify)
         if first and self.saved and not self.in_state(FileState.PENDING):
             log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
             self.saved.clear()
-        for tracked in list(self.files.values()):
-            if tracked.state is FileState.PARKED:
-                self._check_parked(tracked)
+        self._each(self.in_state(FileState.PARKED), self._check_parked)
+        for tracked in self.files.values():
             tracked.reader.recheck = True
         self._close_drained()
         self.scans += 1
@@ -179,22 +188,45 @@ class Tracker:
                 len(self.files),
             )
             return None
+        fd = self._descriptor(path, key)
+        if fd is None:
+            return None
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; the next scan sees it
+                os.close(fd)
+                return None
+            reader = FileReader(path, fd, *key, **self.reader_options)
+            tracked = Tracked(self.next_id, reader, self.holder.hold(*key, path))
         except OSError as exc:
-            self.metrics.errors.labels("open").inc()
-            log.warning("cannot open %s: %s", path, exc)
-            return None
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; the next scan sees it
             os.close(fd)
+            self.open_failures += 1
+            self.problems.report(("path", path), "read", f"cannot read {path}: {exc.strerror or exc}; tried again")
             return None
-        tracked = Tracked(self.next_id, FileReader(path, fd, *key, **self.reader_options), self.holder.hold(*key, path))
+        self.problems.clear(("path", path), f"reading {path}")
         log.debug("opened %s (inode %d, %d bytes, held: %s)", path, key[1], st.st_size, tracked.held)
         self.next_id += 1
         self.files[key] = tracked
         self.by_id[tracked.id] = tracked
         return tracked
+
+    def _descriptor(self, path: str, key: FileKey) -> int | None:
+        """``path`` opened for reading, unless a symlink on its way escalates (see ``access``) or it
+        cannot be opened: then None, and said once."""
+        try:
+            refused = escalation(path, key)
+            if refused is None:
+                return os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None  # vanished since the scan
+        except OSError as exc:
+            self.open_failures += 1
+            kind = "permission" if exc.errno in (errno.EACCES, errno.EPERM) else "open"
+            self.problems.report(("path", path), kind, unreadable(path, exc))
+            return None
+        self.open_failures += 1
+        self.problems.report(("path", path), "symlink", refused)
+        return None
 
     def _open_new(self, found: dict[FileKey, str]) -> list[Tracked]:
         opened = (self._open(path, key) for key, path in found.items() if key not in self.files)
@@ -234,6 +266,19 @@ class Tracker:
             self.classify(tracked)
             log.info("draining %s, rotated away from %s while the bridge was stopped", path, saved.path)
 
+    def _recover_safely(self) -> bool:
+        """``_recover_rotated``, where one file's OS error leaves the rest to the next scan (that file
+        is open by then, so skipped, and classified like any other once it can be read)."""
+        failures = self.open_failures
+        try:
+            self._recover_rotated()
+        except OSError as exc:
+            why = f"cannot check the files rotated while the bridge was stopped ({exc.strerror or exc}); trying again"
+            self.problems.report(("scan", "recover"), "read", why)
+            return False
+        self.problems.clear(("scan", "recover"), "checked the files rotated while the bridge was stopped")
+        return self.open_failures == failures
+
     # ---------------------------------------------------------------- classification
 
     def _identify(self, tracked: Tracked) -> bool:
@@ -253,9 +298,11 @@ class Tracker:
 
     def classify_grown(self) -> None:
         """PENDING files whose first line may have been completed since the last look."""
-        for tracked in self.in_state(FileState.PENDING):
-            if os.fstat(tracked.reader.fd).st_size > len(tracked.reader.fp.head):
-                self.classify(tracked)
+        self._each(self.in_state(FileState.PENDING), self._classify_if_grown)
+
+    def _classify_if_grown(self, tracked: Tracked) -> None:
+        if os.fstat(tracked.reader.fd).st_size > len(tracked.reader.fp.head):
+            self.classify(tracked)
 
     def classify(self, tracked: Tracked) -> None:
         """Run the PENDING transitions for one file."""
@@ -332,8 +379,7 @@ class Tracker:
         resume = reader.line_start()
         copies = self._copies_of(tracked)
         if not copies:  # truncated between scans: look again for a copy that just appeared
-            for new in self._open_new(find_files(self.include, self.exclude)):
-                self.classify(new)
+            self._each(self._open_new(find_files(self.include, self.exclude)), self.classify)
             copies = self._copies_of(tracked)
         copy = max(copies, key=lambda f: f.reader.current_size()) if copies else None
         for other in copies:  # earlier snapshots of the same content: the largest copy has their lines
@@ -381,8 +427,52 @@ class Tracker:
         for tracked in self.in_state(FileState.ACTIVE):
             reader = tracked.reader
             entries.append(Position(reader.path, reader.dev, reader.ino, reader.fp.hex, reader.acked))
-            self.metrics.lag.set_path(reader.path, max(0, reader.size - reader.acked))
+            self._gauge(tracked, reader.size, time.monotonic())
         return entries + self.saved
+
+    # ---------------------------------------------------------------- what waits, and failures
+
+    def measure(self) -> None:
+        """Lag and oldest unacknowledged age of every file from its size now (on every scan, so
+        both grow while a sink is down or a worker holds lines)."""
+        now = time.monotonic()
+        for tracked in list(self.files.values()):
+            if tracked.state is FileState.PARKED:  # its bytes are counted on its original
+                self.metrics.lag.remove_path(tracked.path)
+                self.metrics.unacked_age.remove_path(tracked.path)
+                continue
+            try:
+                size = tracked.reader.current_size()
+            except OSError as exc:
+                self.failed(tracked, exc)
+                continue
+            self._gauge(tracked, size, now)
+
+    def _gauge(self, tracked: Tracked, size: int, now: float) -> None:
+        backlog, acked = tracked.backlog, tracked.reader.acked
+        backlog.seen(size, tracked.generation, now)
+        self.metrics.lag.set_path(tracked.path, backlog.lag(acked))
+        self.metrics.unacked_age.set_path(tracked.path, backlog.age(acked, now))
+
+    def _each(self, files: list[Tracked], action: Callable[[Tracked], object]) -> None:
+        """Run ``action`` on each file; an OS error is that file's alone (see ``failed``)."""
+        for tracked in files:
+            self._safely(tracked, action)
+
+    def _safely(self, tracked: Tracked, action: Callable[[Tracked], object]) -> None:
+        try:
+            action(tracked)
+        except OSError as exc:
+            self.failed(tracked, exc)
+
+    def failed(self, tracked: Tracked, exc: OSError) -> None:
+        """An OS call on one file failed (EIO from a bad disk, ESTALE on NFS, ...): said once,
+        counted, and the file is tried again later; the other files go on."""
+        self.problems.report(
+            ("file", tracked.key),
+            "read",
+            f"cannot read {tracked.path}: {exc.strerror or exc}; the other files go on, this one is tried again",
+        )
 
     def at_rest(self, tracked: Tracked) -> bool:
         """A trailing partial line is final at the end of a --once read, or when its file was rotated
@@ -392,17 +482,19 @@ class Tracker:
         return self.once or (not tracked.live and tracked.reader.idle_for() > self.rotate_wait)
 
     def _close_drained(self) -> None:
-        for tracked in list(self.files.values()):
-            idle = tracked.reader.idle_for() > self.rotate_wait
-            if tracked.live or tracked.state is FileState.PENDING:
-                if not tracked.live and idle:
-                    self.forget(tracked)  # gone before its first line was complete
-                continue
-            if tracked.state is FileState.PARKED:
-                if idle and self._covered(tracked):
-                    self.forget(tracked)  # a copy that left the globs: its original has the lines
-            elif idle and tracked.reader.drained():
-                self.forget(tracked)  # a partial line left is emitted by the next poll, closed after its ack
+        self._each(list(self.files.values()), self._close_if_drained)
+
+    def _close_if_drained(self, tracked: Tracked) -> None:
+        idle = tracked.reader.idle_for() > self.rotate_wait
+        if tracked.live or tracked.state is FileState.PENDING:
+            if not tracked.live and idle:
+                self.forget(tracked)  # gone before its first line was complete
+            return
+        if tracked.state is FileState.PARKED:
+            if idle and self._covered(tracked):
+                self.forget(tracked)  # a copy that left the globs: its original has the lines
+        elif idle and tracked.reader.drained():
+            self.forget(tracked)  # a partial line left is emitted by the next poll, closed after its ack
 
     def _covered(self, copy: Tracked) -> bool:
         """Every line of a parked copy has been acknowledged from its original (same generation).
@@ -437,6 +529,7 @@ class Tracker:
         del self.files[tracked.key]
         del self.by_id[tracked.id]
         self.metrics.lag.remove_path(reader.path)
+        self.metrics.unacked_age.remove_path(reader.path)
         self.metrics.file_format.remove_path(reader.path)
         for other in self.files.values():
             if other.parked_on is tracked:
