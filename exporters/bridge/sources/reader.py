@@ -27,7 +27,8 @@ from typing import Literal
 
 from obsbox.exporters.bridge.record import Block, Lines, Origin, Record, records_of
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
-from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, read_fingerprint
+from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
+from obsbox.exporters.bridge.sources.positions import Position
 
 SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, which .NET writers put at the start of a file
@@ -67,6 +68,7 @@ class FileReader:
         self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
         self.fingerprint_bytes = fingerprint_bytes
         self.fp = Fingerprint(b"", False)
+        self.mark = ("", 0)  # (hex digest, bytes covered) of the head, as a saved position keeps it
         self.origin = Origin(path, b"")
         self.read_offset = 0
         self.partial = b""  # bytes after the last newline, not yet a line
@@ -96,9 +98,21 @@ class FileReader:
         self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
 
-    def head_fingerprint(self) -> str:
-        """The fingerprint of what the file holds now (it may have been truncated and rewritten)."""
-        return read_fingerprint(self.fd, self.fingerprint_bytes).hex
+    def head_mark(self) -> tuple[str, int]:
+        """The print a saved position keeps of this file: its head, grown with the file up to
+        ``fingerprint_bytes`` (read again only while it still grows)."""
+        covers = min(max(self.size, len(self.fp.head)), self.fingerprint_bytes)
+        if covers != self.mark[1]:
+            head = os.pread(self.fd, covers, 0)
+            self.mark = (digest(head).hex(), len(head))
+        return self.mark
+
+    def holds(self, saved: Position) -> bool:
+        """Does this file hold the content ``saved`` was taken of? Judged on as many bytes as its
+        print covers (the first line, for a position saved before prints covered more)."""
+        if not saved.fingerprint_bytes:
+            return saved.fingerprint == read_fingerprint(self.fd, self.fingerprint_bytes).hex
+        return head_print(self.fd, saved.fingerprint_bytes) == saved.fingerprint
 
     def rename(self, path: str) -> None:
         self.path = path
@@ -116,6 +130,7 @@ class FileReader:
         """The file was truncated: its content starts again from 0."""
         self.start_at(0)
         self.sample = (0, b"")
+        self.mark = ("", 0)
 
     def line_start(self) -> int:
         """Offset of the first byte not yet part of an emitted line (or of a join still open)."""

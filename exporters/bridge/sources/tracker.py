@@ -128,6 +128,7 @@ class Tracker:
         self.files: dict[FileKey, Tracked] = {}
         self.by_id: dict[int, Tracked] = {}
         self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
+        self.refused: set[FileKey] = set()  # files whose saved position was refused (logged once)
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
@@ -158,6 +159,7 @@ class Tracker:
                 self.classify(tracked)
         if first and self.saved and not self.in_state(FileState.PENDING):
             log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
+            self.metrics.resumes.labels("forgotten").inc(len(self.saved))
             self.saved.clear()
         for tracked in list(self.files.values()):
             if tracked.state is FileState.PARKED:
@@ -227,9 +229,10 @@ class Tracker:
             tracked = self._open(path, key)
             if tracked is None:
                 continue
-            if tracked.reader.head_fingerprint() != saved.fingerprint:
+            if not tracked.reader.holds(saved):
                 self.forget(tracked)  # the inode was reused by another file
                 continue
+            self.metrics.resumes.labels("resumed").inc()
             tracked.live = False
             self.classify(tracked)
             log.info("draining %s, rotated away from %s while the bridge was stopped", path, saved.path)
@@ -287,11 +290,27 @@ class Tracker:
         log.debug("%s (inode %d) starts at %d: %s", tracked.path, tracked.reader.ino, offset, why)
 
     def _claim_saved(self, tracked: Tracked, by_inode: bool) -> Position | None:
+        """The saved position whose content this file holds (on its inode, or on any), taken out of
+        ``saved``. A position on this inode whose content the file does not hold is refused: the
+        inode was reused by a new file (deleted and created while the bridge was stopped)."""
         for i, saved in enumerate(self.saved):
             same_inode = (saved.dev, saved.ino) == tracked.key
-            if saved.fingerprint == tracked.reader.fp.hex and (same_inode or not by_inode):
+            if not (same_inode or not by_inode):
+                continue
+            if tracked.reader.holds(saved):
                 del self.saved[i]
+                self.metrics.resumes.labels("resumed" if same_inode else "moved").inc()
                 return saved
+            if same_inode and tracked.key not in self.refused:
+                self.refused.add(tracked.key)
+                self.metrics.resumes.labels("new_content").inc()
+                log.warning(
+                    "%s (inode %d) does not hold the content its saved position was taken of (a new file on "
+                    "a reused inode, or one rewritten while the bridge was stopped): not resuming at offset %d",
+                    tracked.path,
+                    saved.ino,
+                    saved.offset,
+                )
         return None
 
     def _original_of(self, tracked: Tracked) -> Tracked | None:
@@ -380,7 +399,8 @@ class Tracker:
         entries = []
         for tracked in self.in_state(FileState.ACTIVE):
             reader = tracked.reader
-            entries.append(Position(reader.path, reader.dev, reader.ino, reader.fp.hex, reader.acked))
+            fingerprint, covers = reader.head_mark()
+            entries.append(Position(reader.path, reader.dev, reader.ino, fingerprint, reader.acked, covers))
             self.metrics.lag.set_path(reader.path, max(0, reader.size - reader.acked))
         return entries + self.saved
 
