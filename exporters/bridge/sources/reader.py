@@ -83,6 +83,7 @@ class FileReader:
         self.format_option = format
         self.format: Format = "json"
         self.joiner: Joiner | None = None  # unwraps CRI / Docker entries, joining partials
+        self.handed: int | None = None  # read to here, with an open join handed to the next generation
         self.resource = kubernetes_resource(path) if kubernetes_metadata else ()
 
     # ---------------------------------------------------------------- identity and position
@@ -158,7 +159,41 @@ class FileReader:
 
     def drained(self) -> bool:
         """Everything written so far was read and acknowledged, and no partial line waits."""
-        return self.acked >= self.emitted and self.read_offset >= self.current_size() and not self.has_partial()
+        return (
+            self.acked >= self.emitted
+            and self.read_offset >= self.current_size()
+            and not self.has_partial()
+            and self.handed is None
+        )
+
+    def read_to_end(self) -> bool:
+        """Nothing is left to read (up to ``limit``, in a --once run)."""
+        end = self.current_size() if self.limit is None else min(self.limit, self.current_size())
+        return self.read_offset >= end and self.skipping is None
+
+    # ---------------------------------------------------------------- a line cut across a rotation
+
+    def take_join(self, older: FileReader) -> bool:
+        """Take over the joins ``older`` (the generation before this one, read to its end) left open,
+        before this file is read: the runtime cut a line across the rotation. ``older`` keeps its
+        position before them until :meth:`release_join`, so a restart reads them again."""
+        if older.joiner is None or not older.joiner.open or self.joiner is None or self.read_offset:
+            return False
+        if older.joiner.format != self.joiner.format:
+            return False
+        older.joiner.hand_over(self.joiner, older.origin)
+        older.handed = older.read_offset
+        return True
+
+    def joining(self) -> bool:
+        """A line taken over from the generation before is still open here."""
+        return self.joiner is not None and self.joiner.carrying()
+
+    def release_join(self) -> int:
+        """The line handed on is complete: ``emitted`` moves past it; the offset to acknowledge."""
+        end = self.handed if self.handed is not None else self.emitted
+        self.emitted, self.handed = max(self.emitted, end), None
+        return end
 
     def continues(self, other: FileReader) -> bool | None:
         """Does this file hold ``other``'s content where ``other`` was last read? None: too early to say."""

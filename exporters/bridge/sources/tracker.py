@@ -40,6 +40,7 @@ over (``successors``). Threading: called under the tail source's lock only.
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import os
 from collections.abc import Mapping
@@ -47,7 +48,7 @@ from typing import Any
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Record
-from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder
+from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder, rotation_place
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import Position
 from obsbox.exporters.bridge.sources.reader import FileReader
@@ -72,7 +73,15 @@ class Tracked:
         self.parked_generation = 0  # the original's generation when this copy was parked on it
         self.generation = 0
         self.live = True  # a path matching the globs still names this inode
+        self.rotated_name = False  # a rotated name of a file the globs match names it (x.log.1)
         self.held = held  # our hard link to it (see hold.py)
+        self.stream, self.order = rotation_place(reader.path)  # which live name it was or is, and how old
+        self.carried_from: Tracked | None = None  # an older generation whose open join this one completes
+
+    def place(self, path: str) -> None:
+        """Follow a rename; the new name says where the file now stands among its stream's."""
+        self.reader.rename(path)
+        self.stream, self.order = rotation_place(path)
 
     @property
     def key(self) -> FileKey:
@@ -135,18 +144,23 @@ class Tracker:
 
     # ---------------------------------------------------------------- discovery
 
-    def update(self, found: dict[FileKey, str]) -> None:
-        """Apply a glob scan: follow renames, open new files, run the state transitions."""
+    def update(self, found: dict[FileKey, str], rotated: Mapping[FileKey, str] | None = None) -> None:
+        """Apply a glob scan (``found``, and ``rotated``: the rotated names of what the globs match):
+        follow renames, open new files, run the state transitions."""
+        rotated = rotated or {}
         for key, tracked in self.files.items():
-            path = found.get(key)
-            tracked.live = path is not None
+            path = found.get(key) or rotated.get(key)
+            tracked.live = key in found
+            tracked.rotated_name = key in rotated
             if path is not None and path != tracked.path:
                 self.metrics.lag.remove_path(tracked.path)
                 self.metrics.file_format.remove_path(tracked.path)
-                tracked.reader.rename(path)
+                tracked.place(path)
                 if tracked.state is not FileState.PENDING:
                     self.metrics.file_format.set_path(path, tracked.reader.format)
-        self._open_new(found)
+        for tracked in self._open_new({**rotated, **found}):
+            if tracked.key in rotated:
+                tracked.live, tracked.rotated_name = False, True
         first = self.scans == 0
         if first:
             self._reopen_held()
@@ -198,8 +212,10 @@ class Tracker:
         self.by_id[tracked.id] = tracked
         return tracked
 
-    def _open_new(self, found: dict[FileKey, str]) -> list[Tracked]:
-        opened = (self._open(path, key) for key, path in found.items() if key not in self.files)
+    def _open_new(self, found: Mapping[FileKey, str]) -> list[Tracked]:
+        """Open what is not open yet, each stream's oldest generation first."""
+        new = sorted(((path, key) for key, path in found.items() if key not in self.files), key=_oldest_first)
+        opened = (self._open(path, key) for path, key in new)
         return [tracked for tracked in opened if tracked is not None]
 
     def _reopen_held(self) -> None:
@@ -282,8 +298,14 @@ class Tracker:
             self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})")
             return
         reader = tracked.reader
-        at_end = self.start_at_end and self.scans == 0
+        at_end = self.scans == 0 and (self.start_at_end or self._read_before(tracked))
         self._start(tracked, reader.line_boundary_before(reader.current_size()) if at_end else 0, "a new file")
+
+    def _read_before(self, tracked: Tracked) -> bool:
+        """At start, a rotated generation that no saved position claims, of a stream that has saved
+        positions, was read by an earlier run (which kept no position once it was drained) or is
+        older than anything that run read: it is not read again."""
+        return tracked.rotated_name and any(rotation_place(saved.path)[0] == tracked.stream for saved in self.saved)
 
     def _start(self, tracked: Tracked, offset: int, why: str) -> None:
         tracked.activate(offset)
@@ -339,6 +361,41 @@ class Tracker:
                 original.path,
             )
             copy.activate(0)
+
+    # ---------------------------------------------------------------- order within a stream
+
+    def readable(self) -> list[Tracked]:
+        """The ACTIVE files to read now. Of one stream (a live name and its rotated generations) the
+        oldest comes first, and a file is read only once every older one is read to its end: a
+        rotated generation is drained before the file that replaced it is read further. An older
+        generation read to its end hands its open join (a line the runtime cut across the rotation)
+        to the next one."""
+        streams: dict[str, list[Tracked]] = {}
+        for tracked in self.files.values():
+            if tracked.state is FileState.ACTIVE:
+                streams.setdefault(tracked.stream, []).append(tracked)
+        ready: list[Tracked] = []
+        for files in streams.values():
+            files.sort(key=_age)
+            for older, newer in itertools.pairwise(files):
+                ready.append(older)
+                if not older.reader.read_to_end():
+                    break
+                if newer.reader.take_join(older.reader):
+                    newer.carried_from = older
+            else:
+                ready.append(files[-1])
+        return ready
+
+    def settle(self, tracked: Tracked, checkpoint: dict[int, FileMark]) -> None:
+        """Once the line ``tracked`` took over from an older generation is complete, the batch that
+        carries it also acknowledges the rest of that generation."""
+        older = tracked.carried_from
+        if older is None or tracked.reader.joining():
+            return
+        tracked.carried_from = None
+        if older.id in self.by_id:
+            checkpoint[older.id] = (older.generation, older.reader.release_join())
 
     # ---------------------------------------------------------------- truncation
 
@@ -421,8 +478,10 @@ class Tracker:
             if tracked.state is FileState.PARKED:
                 if idle and self._covered(tracked):
                     self.forget(tracked)  # a copy that left the globs: its original has the lines
-            elif idle and tracked.reader.drained():
-                self.forget(tracked)  # a partial line left is emitted by the next poll, closed after its ack
+            elif idle and tracked.reader.drained() and not tracked.rotated_name:
+                # a partial line left is emitted by the next poll, closed after its ack; a generation still
+                # under a rotated name stays open, so a later scan does not take it for a new file
+                self.forget(tracked)
 
     def _covered(self, copy: Tracked) -> bool:
         """Every line of a parked copy has been acknowledged from its original (same generation).
@@ -466,3 +525,15 @@ class Tracker:
         """Shutdown: close every file, keeping the hard links of what is not acknowledged."""
         for tracked in list(self.files.values()):
             self.forget(tracked, release=False)
+
+
+def _age(tracked: Tracked) -> tuple[bool, tuple[int, int], int]:
+    """Older generations of a stream sort first: those no name names any more (rotated past the
+    last number, deleted), then by their names' order at the last scan, then by when they were opened."""
+    present = tracked.live or tracked.rotated_name
+    return present, tracked.order if present else (0, 0), tracked.id
+
+
+def _oldest_first(item: tuple[str, FileKey]) -> tuple[str, tuple[int, int], str]:
+    stream, order = rotation_place(item[0])
+    return stream, order, item[0]
