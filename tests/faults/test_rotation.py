@@ -155,3 +155,32 @@ def test_a_line_docker_cut_across_a_rotation_arrives_whole(tmp_path):
     assert in_order(ledger, got) == list(range(ledger.next_seq))
     (whole,) = [r for r in running.sink.records() if len(r.raw) > 40 * 1024]
     assert whole.origin.path.endswith("-json.log.1") or whole.origin.path.endswith("-json.log.2")
+
+
+def test_docker_reusing_a_freed_inode_at_once_gives_a_new_file_not_a_truncation(tmp_path):
+    """ext4 hands a deleted generation's inode to the next live file once the bridge has let go of it
+    (drained and closed): that file is new, read from its start, and no truncation is reported."""
+    ledger = Ledger("reuse")
+    folder = tmp_path / "containers" / CONTAINER
+    folder.mkdir(parents=True)
+    log = JsonFileLog(folder / f"{CONTAINER}-json.log", max_size=8 * 1024, max_file=3)
+    running = Running([str(tmp_path / "containers" / "*" / "*-json.log")], tmp_path / "state", rotate_wait=0.1)
+    reused_at = None
+    for _ in range(400):  # bounded: a rotation about every 50 ms, until an inode came back and 5 more rotations
+        for line in ledger.lines(20, pad=300):
+            log.log(line)
+        time.sleep(0.05)
+        if reused_at is None and len(set(log.inodes)) < len(log.inodes):
+            reused_at = log.rotations
+        if reused_at is not None and log.rotations >= reused_at + 5:
+            break
+    log.close()
+    assert reused_at is not None, f"no inode was reused in {log.rotations} rotations: {log.inodes}"
+    running.wait_for(ledger.next_seq, timeout=30)
+    time.sleep(0.3)
+    running.stop()
+    got = received(running)
+    ledger.check(got).assert_delivered()
+    order = in_order(ledger, got)
+    assert order == sorted(order)
+    assert running.bridge.metrics.rotations.labels("copytruncate")._value.get() == 0
