@@ -21,12 +21,13 @@ from obsbox.exporters.bridge.sources.finder import (
     LIVE,
     find_files,
     find_rotated,
+    may_name,
     rotation_place,
     watched_folders,
 )
 from obsbox.exporters.bridge.sources.fingerprint import digest
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
-from obsbox.exporters.bridge.sources.watch import FolderWatch
+from obsbox.exporters.bridge.sources.watch import FolderWatch, Seen
 from tests.bridge.harness import Running, context
 from tests.faults.docker import BUF_SIZE, entry
 
@@ -304,20 +305,22 @@ def test_the_folder_watch_wakes_at_once_on_a_new_file_and_not_without_one(tmp_pa
         folder = tmp_path / "logs"
         folder.mkdir()
         watch.watch({str(folder)})
-        assert watch.wait(0.05) is False
+        assert watch.wait(0.05) == Seen()
         (folder / "app.log").write_bytes(b"{}\n")
         started = time.monotonic()
-        assert watch.wait(5) is True
+        assert watch.wait(5) == Seen([str(folder / "app.log")])
         assert time.monotonic() - started < 1
         (folder / "app.log").rename(folder / "app.log.1")
-        assert watch.wait(5) is True
+        assert watch.wait(5).paths == [str(folder / "app.log"), str(folder / "app.log.1")]
         shutil.rmtree(folder)  # the kernel drops the watch; asked again, the folder is watched anew
-        assert watch.wait(5) is True
+        assert watch.wait(5).everything
         assert str(folder) not in watch.folders
         folder.mkdir()
         watch.watch({str(folder)})
         (folder / "app.log").touch()
-        assert watch.wait(5) is True
+        assert watch.wait(5).paths == [str(folder / "app.log")]
+        assert may_name(str(folder / "app.log.1"), [str(folder / "*.log")])
+        assert not may_name(str(folder / ".positions.json.tmp"), [str(folder / "*.log")])
         watch.watch({str(tmp_path / "missing")})  # a folder that does not exist yet is no error
         assert metrics.errors.labels("inotify")._value.get() == 0
     finally:

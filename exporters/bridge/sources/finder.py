@@ -103,6 +103,13 @@ def find_rotated(include: list[str], exclude: list[str], found: dict[FileKey, st
     return rotated
 
 
+def may_name(path: str, include: list[str]) -> bool:
+    """Could a glob of ``include``, or a rotated name of what it matches, name ``path``? A change
+    there is worth a scan."""
+    patterns = (os.path.abspath(os.path.expanduser(pattern)) for pattern in include)
+    return any(fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, pattern + ".*") for pattern in patterns)
+
+
 def watched_folders(include: list[str]) -> set[str]:
     """The folders whose entries can change what ``include`` matches: each glob's folder, and where
     that folder is a glob itself, its deepest plain ancestor (a new pod's folder appears there)."""

@@ -69,6 +69,7 @@ class FileReader:
         self.fingerprint_bytes = fingerprint_bytes
         self.fp = Fingerprint(b"", False)
         self.mark = ("", 0)  # (hex digest, bytes covered) of the head, as a saved position keeps it
+        self.prints: dict[int, str | None] = {}  # bytes covered → the head's print, while judging resumes
         self.origin = Origin(path, b"")
         self.read_offset = 0
         self.partial = b""  # bytes after the last newline, not yet a line
@@ -111,9 +112,11 @@ class FileReader:
     def holds(self, saved: Position) -> bool:
         """Does this file hold the content ``saved`` was taken of? Judged on as many bytes as its
         print covers (the first line, for a position saved before prints covered more)."""
-        if not saved.fingerprint_bytes:
-            return saved.fingerprint == read_fingerprint(self.fd, self.fingerprint_bytes).hex
-        return head_print(self.fd, saved.fingerprint_bytes) == saved.fingerprint
+        covers = saved.fingerprint_bytes
+        if covers not in self.prints:  # many saved positions may be tried on one file at start
+            first_line = read_fingerprint(self.fd, self.fingerprint_bytes).hex if not covers else None
+            self.prints[covers] = head_print(self.fd, covers) if covers else first_line
+        return self.prints[covers] == saved.fingerprint
 
     def rename(self, path: str) -> None:
         self.path = path
@@ -121,6 +124,7 @@ class FileReader:
 
     def start_at(self, offset: int, acked: int | None = None) -> None:
         """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
+        self.prints.clear()  # judged: a truncation makes this file new content again
         self.read_offset = self.emitted = offset
         self.acked = offset if acked is None else acked
         self.partial, self.skipping = b"", None

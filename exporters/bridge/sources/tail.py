@@ -49,7 +49,7 @@ from typing import Literal
 
 from obsbox.exporters.bridge.component import Context, Source
 from obsbox.exporters.bridge.record import Batch, Lines, Record
-from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, watched_folders
+from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, may_name, watched_folders
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import PositionsFile
@@ -143,9 +143,10 @@ class TailSource(Source[TailCheckpoint]):
         try:
             while not self.closing.is_set():
                 folders.watch(watched_folders(self.cfg.include))
-                changed = folders.wait(self.cfg.scan_interval) if folders.enabled else False
+                seen = folders.wait(self.cfg.scan_interval)
                 if not folders.enabled and self.closing.wait(self.cfg.scan_interval):
                     break
+                changed = seen.everything or any(may_name(path, self.cfg.include) for path in seen.paths)
                 with self.lock:
                     if changed or time.monotonic() >= self.next_scan:
                         self.scan()

@@ -144,10 +144,9 @@ class Tracker:
 
     # ---------------------------------------------------------------- discovery
 
-    def update(self, found: dict[FileKey, str], rotated: Mapping[FileKey, str] | None = None) -> None:
+    def update(self, found: Mapping[FileKey, str], rotated: Mapping[FileKey, str]) -> None:
         """Apply a glob scan (``found``, and ``rotated``: the rotated names of what the globs match):
         follow renames, open new files, run the state transitions."""
-        rotated = rotated or {}
         for key, tracked in self.files.items():
             path = found.get(key) or rotated.get(key)
             tracked.live = key in found
@@ -317,7 +316,7 @@ class Tracker:
         inode was reused by a new file (deleted and created while the bridge was stopped)."""
         for i, saved in enumerate(self.saved):
             same_inode = (saved.dev, saved.ino) == tracked.key
-            if not (same_inode or not by_inode):
+            if by_inode and not same_inode:
                 continue
             if tracked.reader.holds(saved):
                 del self.saved[i]
@@ -472,7 +471,7 @@ class Tracker:
         for tracked in list(self.files.values()):
             idle = tracked.reader.idle_for() > self.rotate_wait
             if tracked.live or tracked.state is FileState.PENDING:
-                if not tracked.live and idle:
+                if not tracked.live and not tracked.rotated_name and idle:
                     self.forget(tracked)  # gone before its first line was complete
                 continue
             if tracked.state is FileState.PARKED:

@@ -3,8 +3,10 @@
 A scan once a ``scan_interval`` misses a file that lives under its watched name for less than one
 interval: Docker renames a rotated file twice and deletes it within about 1.5 s at 200 KB/s. On
 Linux the folders are watched with inotify (through ``ctypes``, no dependency), as Vector and Fluent
-Bit do, and a scan runs as soon as an entry is created, moved in or out, or deleted; ``IN_Q_OVERFLOW``
-(events were dropped) also just means "scan", as every scan looks at everything. ``IN_MODIFY`` is not
+Bit do, and a scan runs as soon as an entry the globs may name is created, moved in or out, or
+deleted (the caller judges the paths :meth:`FolderWatch.wait` returns, so a positions file saved
+beside the logs wakes nothing); ``IN_Q_OVERFLOW`` (events were dropped), a folder that comes or goes
+or a watch the kernel removed mean "scan", as every scan looks at everything. ``IN_MODIFY`` is not
 asked for: growth is read by the pipeline's own polls, and an event per write would wake the watcher
 thousands of times a second for nothing. Elsewhere, or when inotify is refused (no more instances or
 watches), :meth:`FolderWatch.wait` only sleeps and the periodic scan remains, as it remains anyway as
@@ -24,6 +26,7 @@ import os
 import select
 import struct
 import sys
+from dataclasses import dataclass, field
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 
@@ -38,6 +41,8 @@ IN_MOVE_SELF = 0x800
 IN_Q_OVERFLOW = 0x4000
 IN_IGNORED = 0x8000
 IN_ONLYDIR = 0x1000000
+IN_ISDIR = 0x40000000
+RESCAN = IN_Q_OVERFLOW | IN_IGNORED | IN_ISDIR | IN_DELETE_SELF | IN_MOVE_SELF
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = 0o2000000
 MASK = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR
@@ -55,6 +60,14 @@ def _libc() -> ctypes.CDLL | None:
     except (OSError, AttributeError):
         return None
     return libc
+
+
+@dataclass
+class Seen:
+    """What one wait saw: the paths of the entries that changed, or ``everything`` (scan it all)."""
+
+    paths: list[str] = field(default_factory=list)
+    everything: bool = False
 
 
 class FolderWatch:
@@ -93,33 +106,41 @@ class FolderWatch:
                 self.refused.add(folder)  # e.g. ENOSPC: fs.inotify.max_user_watches reached
                 self._refused(f"a watch on {folder}", code)
 
-    def wait(self, timeout: float) -> bool:
-        """Block until a watched folder changes (True) or ``timeout`` seconds pass (False)."""
+    def wait(self, timeout: float) -> Seen:
+        """Block until a watched folder changes or ``timeout`` seconds pass (nothing seen)."""
+        seen = Seen()
         if not self.enabled:
-            return False
+            return seen
         try:
             ready, _, _ = select.select([self.fd], [], [], timeout)
         except (OSError, ValueError):
-            return False
-        return bool(ready) and self._drain()
+            return seen
+        if ready:
+            self._drain(seen)
+        return seen
 
-    def _drain(self) -> bool:
+    def _drain(self, seen: Seen) -> None:
         """Read every queued event; forget watches the kernel removed (their folder is gone)."""
-        changed = False
+        by_wd = {wd: folder for folder, wd in self.folders.items()}
         while True:
             try:
                 data = os.read(self.fd, 64 * 1024)
             except BlockingIOError:
-                return changed
+                return
             except OSError:
-                return True
+                seen.everything = True
+                return
             if not data:
-                return changed
+                return
             at = 0
             while at + EVENT.size <= len(data):
                 wd, mask, _cookie, size = EVENT.unpack_from(data, at)
+                name = data[at + EVENT.size : at + EVENT.size + size].rstrip(b"\0")
                 at += EVENT.size + size
-                changed = True
+                if mask & RESCAN or wd not in by_wd:
+                    seen.everything = True
+                else:
+                    seen.paths.append(os.path.join(by_wd[wd], os.fsdecode(name)))
                 if mask & IN_IGNORED:
                     self.folders = {f: w for f, w in self.folders.items() if w != wd}
 
