@@ -421,3 +421,31 @@ def test_positions_saved_before_they_said_how_many_bytes_their_fingerprint_cover
     assert running.bridge.metrics.resumes.labels("resumed")._value.get() == 1
     saved = orjson.loads((state / "positions.json").read_bytes())["files"][0]
     assert saved["fingerprint_bytes"] == min(1024, log.stat().st_size)
+
+
+def test_a_generation_deleted_while_stopped_and_held_by_a_link_is_read_before_its_successor(tmp_path):
+    live = tmp_path / "c-json.log"
+    moment = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)
+
+    def docker_lines(seqs: range) -> bytes:
+        return b"".join(entry(orjson.dumps({"seq": n}) + b"\n", "stdout", moment) for n in seqs)
+
+    live.write_bytes(docker_lines(range(5)))
+    config = build(TailConfig, {"include": [str(live)], "positions": str(tmp_path / "state" / "pos.json")})
+    first = TailSource(config, context(state_dir=tmp_path / "state"))
+    first.commit(first.poll(100, 1 << 20).checkpoint)
+    with open(live, "ab") as fh:  # written, then rotated away and deleted, while the bridge is down
+        fh.write(docker_lines(range(5, 10)))
+    first.scan()
+    first.shutdown()
+    live.rename(tmp_path / "c-json.log.1")
+    live.write_bytes(docker_lines(range(10, 15)))
+    (tmp_path / "c-json.log.1").unlink()
+    second = TailSource(config, context(state_dir=tmp_path / "state"))
+    try:
+        got = []
+        while (batch := second.poll(2, 1 << 20)) is not None:  # small batches: files take turns
+            got += [orjson.loads(r.raw)["seq"] for r in batch.lines.records()]
+        assert got == list(range(5, 15))
+    finally:
+        second.shutdown()

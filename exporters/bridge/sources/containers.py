@@ -114,6 +114,7 @@ class Joiner:
         self.open.clear()
 
     def carrying(self) -> bool:
+        """A join handed over from the generation before is still open."""
         return any(join.carried for join in self.open.values())
 
     def feed(self, line: bytes, offset: int, origin: Origin, out: list[Record]) -> None:

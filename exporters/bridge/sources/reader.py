@@ -173,7 +173,7 @@ class FileReader:
     def read_to_end(self) -> bool:
         """Nothing is left to read (up to ``limit``, in a --once run)."""
         end = self.current_size() if self.limit is None else min(self.limit, self.current_size())
-        return self.read_offset >= end and self.skipping is None
+        return self.read_offset >= end
 
     # ---------------------------------------------------------------- a line cut across a rotation
 

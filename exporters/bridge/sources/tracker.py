@@ -231,6 +231,9 @@ class Tracker:
             tracked = self._open(link, key)
             if tracked is not None:  # a generation seen during an outage has no position yet: read it
                 tracked.live = False
+                for saved in self.saved:  # deleted since: the oldest of the stream it was saved in
+                    if (saved.dev, saved.ino) == key:
+                        tracked.stream = rotation_place(saved.path)[0]
 
     def _recover_rotated(self) -> None:
         """Saved files no glob matches any more were rotated while we were down: drain them."""
