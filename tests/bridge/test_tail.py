@@ -16,6 +16,7 @@ import pytest
 
 from obsbox.config import build
 from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.sources import watch
 from obsbox.exporters.bridge.sources.finder import (
     COMPRESSED,
     LIVE,
@@ -449,3 +450,33 @@ def test_a_generation_deleted_while_stopped_and_held_by_a_link_is_read_before_it
         assert got == list(range(5, 15))
     finally:
         second.shutdown()
+
+
+def test_a_cri_line_cut_across_kubelet_rotation_arrives_whole(tmp_path):
+    """containerd cuts a line at 16 KiB into ``P`` entries; kubelet renames ``0.log`` to
+    ``0.log.<time>`` and has the runtime reopen it, so the ``F`` entry may open the new file."""
+    folder = tmp_path / "pods" / "shop_cart-7d4b9_1f0e" / "cart"
+    folder.mkdir(parents=True)
+    stamp = "2026-12-01T09:00:00.123456789Z stdout"
+    blob = hashlib.shake_256(b"cart").hexdigest(10_000)
+    (folder / "0.log.20261201-090000").write_bytes(
+        f'{stamp} F {{"seq":0}}\n{stamp} P {{"seq":1,"blob":"{blob[:16384]}\n'.encode()
+    )
+    (folder / "0.log").write_bytes(f'{stamp} F {blob[16384:]}"}}\n{stamp} F {{"seq":2}}\n'.encode())
+    running = Running([str(folder / "0.log")], tmp_path / "state", once=True)
+    running.thread.join(20)
+    records = running.sink.records()
+    assert [orjson.loads(r.raw)["seq"] for r in records] == [0, 1, 2]
+    assert orjson.loads(records[1].raw)["blob"] == blob
+    assert records[1].origin.path.endswith("0.log.20261201-090000")
+
+
+def test_without_inotify_the_periodic_scan_still_finds_new_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(watch, "_libc", lambda: None)  # as on a platform without inotify
+    assert not FolderWatch(BridgeMetrics()).enabled
+    running = Running([str(tmp_path / "*.log")], tmp_path / "state", scan_interval=0.2)
+    time.sleep(0.3)
+    (tmp_path / "app.log").write_bytes(orjson.dumps({"seq": 0}) + b"\n")
+    records = running.wait_for(1, timeout=5)
+    running.stop()
+    assert [r.raw for r in records] == [b'{"seq":0}']
