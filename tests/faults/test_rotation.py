@@ -210,3 +210,28 @@ def test_docker_at_the_figures_of_the_report_loses_nothing(tmp_path, glob):
     ledger.check(got).assert_delivered()
     order = in_order(ledger, got)
     assert order == sorted(order), "lines of one stream arrived out of order"
+
+
+def test_a_file_created_while_the_bridge_runs_never_takes_an_old_position(tmp_path):
+    """A saved position waits while a file there at start has no complete first line yet; a file
+    created meanwhile that starts with the saved file's very bytes (an app logging the same start-up
+    again) is still new: read from its start, not resumed."""
+    log = tmp_path / "gateway.log"
+    startup = Ledger("startup")
+    head = BANNER + b"".join(line + b"\n" for line in startup.lines(3))
+    log.write_bytes(head)
+    first = Running([str(tmp_path / "*.log")], tmp_path / "state", once=True)
+    first.thread.join(20)
+    log.unlink()
+    (tmp_path / "other.log").write_bytes(b'{"starting":')  # there at start, its first line unfinished
+    running = Running([str(tmp_path / "*.log")], tmp_path / "state")
+    time.sleep(0.5)
+    later = Ledger("later")
+    log.write_bytes(head + b"".join(line + b"\n" for line in later.lines(5)))
+    running.wait_for(9, timeout=10)
+    time.sleep(0.3)
+    running.stop()
+    got = received(running)
+    startup.check(got).assert_delivered()
+    later.check(got).assert_delivered()
+    assert running.bridge.metrics.resumes.labels("moved")._value.get() == 0

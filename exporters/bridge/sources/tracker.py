@@ -138,6 +138,7 @@ class Tracker:
         self.by_id: dict[int, Tracked] = {}
         self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
         self.refused: set[FileKey] = set()  # files whose saved position was refused (logged once)
+        self.resumable: set[FileKey] = set()  # files there at start whose first line is not complete yet
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
@@ -170,16 +171,25 @@ class Tracker:
         for tracked in pending:
             if tracked.state is FileState.PENDING:
                 self.classify(tracked)
-        if first and self.saved and not self.in_state(FileState.PENDING):
-            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
-            self.metrics.resumes.labels("forgotten").inc(len(self.saved))
-            self.saved.clear()
+        if first:
+            self.resumable = {tracked.key for tracked in self.in_state(FileState.PENDING)}
+        self._forget_saved()
         for tracked in list(self.files.values()):
             if tracked.state is FileState.PARKED:
                 self._check_parked(tracked)
             tracked.reader.recheck = True
         self._close_drained()
         self.scans += 1
+
+    def _forget_saved(self) -> None:
+        """Saved positions are for the files there at start. Once none of those waits for its first
+        line, the positions left name files that no longer exist; a file that appears later is new,
+        even on the inode (and with the first bytes) of one of them."""
+        files = self.files
+        if self.saved and not any(key in files and files[key].state is FileState.PENDING for key in self.resumable):
+            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
+            self.metrics.resumes.labels("forgotten").inc(len(self.saved))
+            self.saved.clear()
 
     def in_state(self, state: FileState) -> list[Tracked]:
         return [t for t in self.files.values() if t.state is state]
@@ -317,6 +327,8 @@ class Tracker:
         """The saved position whose content this file holds (on its inode, or on any), taken out of
         ``saved``. A position on this inode whose content the file does not hold is refused: the
         inode was reused by a new file (deleted and created while the bridge was stopped)."""
+        if self.scans and tracked.key not in self.resumable:
+            return None  # appeared while the bridge runs: new
         for i, saved in enumerate(self.saved):
             same_inode = (saved.dev, saved.ino) == tracked.key
             if by_inode and not same_inode:
