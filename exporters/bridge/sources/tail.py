@@ -21,9 +21,10 @@ How each rotation is handled:
 - copytruncate: the truncation is seen (size below our offset, or a changed first line). A copy that
   matches the globs was parked as "copy of" the original when it appeared; it now supplies the lines
   from where the original was read to, and the original restarts from the top.
-- restart: saved positions are matched by inode and fingerprint, then by fingerprint alone (the file
-  was renamed or copied while we were down); a saved file that left the globs is looked for beside
-  its old path and drained.
+- restart: saved positions are matched by inode and the file's first bytes (as many as the saved
+  print covers), then by those bytes alone (the file was renamed or copied while we were down); a
+  saved file that left the globs is looked for beside its old path and drained. How each was judged
+  is counted in ``obsbox_bridge_resumes_total{outcome}``.
 
 Offsets advance only through ``commit`` (every sink acknowledged), so delivery is at-least-once.
 

@@ -1,8 +1,12 @@
 """The tracker: which file is which across rotations and restarts, and what each one is for.
 
-Every file the globs match is opened once, keyed by (device, inode), and given a :class:`FileState`
-(compare the collector's ``fileconsumer/internal/tracker``). A file's *identity* is its inode plus
-the fingerprint of its first line; its *generation* counts the truncations it went through.
+Every file the globs match, and every rotated generation of one (``finder.find_rotated``), is
+opened once, keyed by (device, inode), and given a :class:`FileState` (compare the collector's
+``fileconsumer/internal/tracker``). A file's *identity* is its inode plus the fingerprint of its
+first line; its *generation* counts the truncations it went through. A saved position is claimed
+only by a file there at start that holds the bytes its print covers (``FileReader.holds``): an inode
+reused by a new file, even one with the same first line, starts at 0. Files of one *stream* (a live
+name and its rotated generations) are read oldest first (``readable``).
 
 State transitions (``update`` runs them after each glob scan; ``truncated`` when a read finds one):
 
@@ -10,14 +14,16 @@ State transitions (``update`` runs them after each glob scan; ``truncated`` when
 from                  when                                                   to
 ====================  =====================================================  ==========
 (opened)              a glob matches a new inode, or a held link is found    PENDING
-PENDING               first line complete; a saved position has this inode   ACTIVE at the saved offset
-                      and fingerprint
+PENDING               first line complete; there at start, and a saved       ACTIVE at the saved offset
+                      position has this inode and its first bytes
 PENDING               first line equals an ACTIVE file's (a copy of it,      PARKED
                       made by copytruncate or cp)
-PENDING               a saved position has the fingerprint, not the inode    ACTIVE at the saved offset
-                      (renamed or copied while the bridge was stopped)
+PENDING               there at start; a saved position has its first bytes,  ACTIVE at the saved offset
+                      not its inode (renamed or copied while stopped)
 PENDING               none of the above: a new file                          ACTIVE at 0 (or at the end,
-                                                                             ``start_at: end``, first scan)
+                                                                             ``start_at: end``, or a rotated
+                                                                             generation of a stream with
+                                                                             saved positions, first scan)
 PENDING               left the globs and idle for ``rotate_wait``            closed
 PARKED                its original is truncated                              ACTIVE where the original
                                                                              was read to (it takes over)
@@ -28,8 +34,8 @@ PARKED                left the globs, idle, every line acknowledged from     clo
                       the original's same generation
 ACTIVE                truncated (size below offset, or first line changed)   PENDING, generation + 1,
                                                                              then classified again
-ACTIVE                left the globs, idle for ``rotate_wait``, read to its  closed
-                      end and every line acknowledged
+ACTIVE                left the globs and their rotated names, idle for       closed
+                      ``rotate_wait``, read to its end, every line acked
 ====================  =====================================================  ==========
 
 Offsets advance only through ``commit`` (every sink acknowledged a batch). A batch read from a file
