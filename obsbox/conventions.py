@@ -50,6 +50,7 @@ BRIDGE_FILES = "obsbox_bridge_files_tracked"  # gauge
 BRIDGE_ROTATIONS = "obsbox_bridge_rotations_total"  # {kind}
 BRIDGE_UNREADABLE_BYTES = "obsbox_bridge_unreadable_bytes_total"
 BRIDGE_ERRORS = "obsbox_bridge_errors_total"  # {kind}
+BRIDGE_RESUMES = "obsbox_bridge_resumes_total"  # {outcome}: how a saved position was judged on restart
 BRIDGE_LAG = "obsbox_bridge_lag_bytes"  # gauge {path}
 BRIDGE_OLDEST_UNACKED_AGE = (
     "obsbox_bridge_oldest_unacked_age_seconds"  # gauge {path}: since its oldest unacked byte was seen

@@ -89,6 +89,7 @@ class BridgeMetrics:
         self.unread = t.counter(c.BRIDGE_UNREADABLE_BYTES, "Bytes lost to a copytruncate whose copy no glob matches.")
         self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
         self.dead_lettered_by_sink: Counter[str] = Counter()  # what ``dead_lettered`` counted, for ``delivered``
+        self.resumes = t.counter(c.BRIDGE_RESUMES, "Saved positions judged on restart, by outcome.", ["outcome"])
         self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))
         age = "Seconds since the oldest byte of a file that some sink has not acknowledged was seen written."
         self.unacked_age = LagGauge(t.gauge(c.BRIDGE_OLDEST_UNACKED_AGE, age, ["path"]))

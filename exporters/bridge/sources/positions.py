@@ -27,6 +27,7 @@ from obsbox.exporters.bridge.modes import PRIVATE_FILE, private_dir
 VERSION = 1
 FIX = "move it aside to start from the beginning of every file"
 FIELDS = {"path": str, "dev": int, "ino": int, "fingerprint": str, "offset": int}
+OPTIONAL = {"fingerprint_bytes": int}  # positions saved by an older version have none
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +35,9 @@ class Position:
     path: str
     dev: int
     ino: int
-    fingerprint: str  # hex digest of the file's first line (see fingerprint.py)
+    fingerprint: str  # hex digest of the file's first ``fingerprint_bytes`` bytes (see fingerprint.py)
     offset: int
+    fingerprint_bytes: int = 0  # how many bytes ``fingerprint`` covers; 0 (saved before): the first line
 
 
 def temporary(path: Path) -> Path:
@@ -72,10 +74,12 @@ class PositionsFile:
             raise self._error(f"files[{index}] is not an object")
         where = f"files[{index}] ({entry['path']})" if isinstance(entry.get("path"), str) else f"files[{index}]"
         missing = [key for key in FIELDS if key not in entry]
-        unknown = [key for key in entry if key not in FIELDS]
+        unknown = [key for key in entry if key not in FIELDS and key not in OPTIONAL]
         if missing or unknown:
             raise self._error(f"{where} has {'missing' if missing else 'unknown'} keys {missing or unknown}")
-        for key, kind in FIELDS.items():
+        for key, kind in {**FIELDS, **OPTIONAL}.items():
+            if key not in entry:
+                continue
             value = entry[key]
             if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
                 wanted = "a whole number of at least 0" if kind is int else "a string"
@@ -89,10 +93,7 @@ class PositionsFile:
         if self.path is None or positions == self.saved:
             return
         private_dir(self.path.parent)
-        entries = [
-            {"path": p.path, "dev": p.dev, "ino": p.ino, "fingerprint": p.fingerprint, "offset": p.offset}
-            for p in positions
-        ]
+        entries = [{key: getattr(p, key) for key in (*FIELDS, *OPTIONAL)} for p in positions]
         payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)
         tmp = temporary(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
