@@ -10,6 +10,7 @@ of Loki 3.7.6's source, which a real Loki 3.7.6 was seen to use (the texts quote
 from __future__ import annotations
 
 import random
+import re
 import time
 from datetime import datetime, timedelta, timezone
 from itertools import accumulate, permutations
@@ -228,3 +229,16 @@ def test_lines_read_whole_and_processed_in_workers_reach_the_dead_letter_file_as
         assert [(d["trace_id"], d["span_id"]) for d in dead] == [(f"{n + 1:032x}", f"{n + 1:016x}") for n in range(300)]
     finally:
         rx.server.shutdown()
+
+
+def test_a_refusal_from_otlp_is_read_from_its_status_for_the_reason_and_the_lines(tmp_path, loki):
+    """Loki's /otlp answers a google.rpc.Status; its bytes once reached the dead-letter file as the
+    reason ('HTTP 400: \\x12\\ufffd\\x021 errors like: ...')."""
+    fine, bad = mixed(time.time_ns())
+    run_once(tmp_path, fine + bad, {"otlp": {"endpoint": loki.url + "/otlp"}})
+    assert sorted(loki.lines()) == sorted(x.decode() for x in fine)
+    dead = dead_letters(tmp_path / "state", "otlp")
+    assert sorted(d["line"] for d in dead) == sorted(x.decode() for x in bad)
+    for d in dead:
+        assert re.match(r"HTTP 400: \d errors like: entry for stream '\{service_name=", d["reason"]), d["reason"]
+        assert d["reason"].isprintable() and "6 of 9 refused" in d["reason"]
