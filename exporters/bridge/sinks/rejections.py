@@ -58,8 +58,9 @@ def refused(message: str, records: Sequence[Record], expected: int | None = None
     counts = _ingester_counts(message, total, len(records)) if total else _distributor_counts(message)
     if not counts:
         return None
-    named = [rec for rec in records if _keys(rec) & counts.keys()]
-    found = Counter(key for rec in named for key in _keys(rec) & counts.keys())
+    pointed = [(rec, _keys(rec) & counts.keys()) for rec in records]
+    named = [rec for rec, keys in pointed if keys]
+    found = Counter(key for _, keys in pointed for key in keys)
     if found != counts or len(named) != counts.total() or expected not in (None, len(named)):
         return None  # a group counts other records than those it points at: which ones is not known
     return named
@@ -90,8 +91,9 @@ def _group_key(text: str) -> Key | None:
 
 
 def _ingester_counts(message: str, total: re.Match[str], sent: int) -> Counter[Key] | None:
-    listed = _IGNORED.findall(message[: total.start()])
-    if len(listed) != int(total[1]) or int(total[2]) != sent:
+    head = message[: total.start()]
+    listed = _IGNORED.findall(head)
+    if _IGNORED.sub("", head) or len(listed) != int(total[1]) or int(total[2]) != sent:
         return None  # cut at max_returned_stream_errors, or other streams' refusals left unsaid
     counts: Counter[Key] = Counter()
     for when, why in listed:
