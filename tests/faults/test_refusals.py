@@ -70,15 +70,23 @@ def test_lines_of_every_refused_kind_in_any_order_are_stored_or_dead_lettered_on
 
 
 @pytest.mark.parametrize("to", ["loki", "otlp"])
-def test_an_answer_cut_short_or_not_understood_loses_nothing(tmp_path, to):
-    """Twelve lines too far behind their stream: Loki lists ten, so the whole request is kept; the
-    one line Loki stored is then a duplicate, and nothing is lost."""
+@pytest.mark.parametrize(
+    ("behind", "old", "said"),
+    [(12, 0, "total ignored: 12 out of 13"), (3, 1, "total ignored: 3 out of 4")],
+    ids=["cut-at-ten", "distributor-refusal-unsaid"],
+)
+def test_an_answer_cut_short_or_not_understood_loses_nothing(tmp_path, to, behind, old, said):
+    """Lines too far behind their stream: Loki lists ten of twelve; or its ingester's answer replaces
+    the distributor's, which refused a line forty days old (as Loki 3.7.6 did: "total ignored: 3 out
+    of 4" for 5 lines sent). Either way the whole request is kept: the line Loki stored is then a
+    duplicate, and nothing is lost."""
     loki = LokiServer(Limits(max_chunk_age=timedelta(hours=2)))
     try:
-        now, ledger = time.time_ns(), Ledger(f"cut-{to}")
-        lines = timed(ledger, 1, lambda _: now) + timed(ledger, 12, lambda i: now - 2 * 3600 * SECOND - i * SECOND)
+        now, ledger = time.time_ns(), Ledger(f"cut-{to}-{behind}")
+        lines = timed(ledger, 1, lambda _: now) + timed(ledger, behind, lambda i: now - 2 * 3600 * SECOND - i * SECOND)
+        lines += timed(ledger, old, lambda _: now - 40 * DAY)
         received = deliver(tmp_path, loki, lines, to)
-        assert "total ignored: 12 out of 13" in loki.answers[0][1]
+        assert said in loki.answers[0][1]
         report = ledger.check(received)
         report.assert_delivered(max_duplicates=1)
         assert report.duplicates == 1

@@ -28,6 +28,10 @@ Read from Loki v3.7's source, not its docs:
   replaces the distributor's answer (pkg/distributor/distributor.go). The push API writes it with
   http.Error (text/plain, a newline after it); /otlp as a google.rpc.Status (pkg/loghttp/push/push.go
   OTLPError).
+
+The refusal texts, their grouping and order, the ingester's list cut at ten and its answer replacing
+the distributor's, and both content types are as a real Loki 3.7.6 (built from its source, run with
+compose/loki/loki.yaml on loopback) answered the bridge's own requests.
 """
 
 from __future__ import annotations
@@ -79,7 +83,8 @@ LEVELS = {
     "err": "error", "critical": "critical", "fatal": "fatal",
 }  # fmt: skip
 UNKNOWN_SERVICE = "unknown_service"
-# OTLPError sets its Content-Type after WriteHeader, too late for Go's net/http: the body is sniffed
+# OTLPError sets its Content-Type after WriteHeader, too late for Go's net/http: Loki 3.7.6 sent the
+# sniffed type of the Status's bytes
 OTLP_ERROR_TYPE = "application/octet-stream"
 
 
