@@ -242,3 +242,55 @@ def test_a_refusal_from_otlp_is_read_from_its_status_for_the_reason_and_the_line
     for d in dead:
         assert re.match(r"HTTP 400: \d errors like: entry for stream '\{service_name=", d["reason"]), d["reason"]
         assert d["reason"].isprintable() and "6 of 9 refused" in d["reason"]
+
+
+# Loki 3.7.6's answers, verbatim, to pushes whose entries were at these times (see each test).
+SEEN_GROUPED = (
+    "1 errors like: entry for stream '{service_name=\"rawcheck\"}' has timestamp too old: 2026-10-22T20:41:45Z, "
+    "oldest acceptable timestamp is: 2026-10-31T20:41:45Z; 1 errors like: entry for stream "
+    "'{service_name=\"rawcheck\"}' has timestamp too old: 2026-10-22T20:41:46Z, oldest acceptable timestamp is: "
+    "2026-10-31T20:41:45Z; 1 errors like: entry for stream '{service_name=\"rawcheck\"}' has timestamp too new: "
+    "2026-12-01T22:41:45Z; 1 errors like: max entry size '262144' bytes exceeded for stream "
+    "'{service_name=\"rawcheck\"}' while adding an entry with length '307205' bytes\n"
+)
+SEEN_SAME_SECOND = (
+    "2 errors like: entry for stream '{service_name=\"rawsame\"}' has timestamp too old: 2026-10-22T20:43:06Z, "
+    "oldest acceptable timestamp is: 2026-10-31T20:43:06Z; 1 errors like: entry for stream "
+    "'{service_name=\"rawsame\"}' has timestamp too new: 2026-12-01T22:43:06Z; 1 errors like: entry for stream "
+    "'{service_name=\"rawsame2\"}' has timestamp too old: 2026-10-22T20:43:06Z, oldest acceptable timestamp is: "
+    "2026-10-31T20:43:06Z\n"
+)
+SEEN_BEHIND = (
+    "".join(
+        f"entry with timestamp 2026-12-01 18:46:{s}.648679165 +0000 UTC ignored, reason: 'entry too far behind, entry "
+        f"timestamp is: 2026-12-01T18:46:{s}Z, oldest acceptable timestamp is: 2026-12-01T19:46:15Z',\n"
+        for s in (15, 14, 13)
+    )
+    + "user 'fake', total ignored: 3 out of 4 for stream: {service_name=\"rawbehind2\"}\n"
+)
+
+
+def at(stamp: str, msg: str = "m") -> bytes:
+    return orjson.dumps({"time": stamp, "msg": msg})
+
+
+def test_loki_s_own_answers_name_exactly_the_entries_it_refused():
+    batch = parsed(
+        at("2026-10-22T20:41:45.1Z"),
+        at("2026-12-01T20:41:45Z"),
+        at("2026-10-22T20:41:46.9Z"),
+        b"long " + b"x" * 307200,
+        at("2026-12-01T22:41:45.5Z"),
+    )
+    assert refused(SEEN_GROUPED, batch) == [batch[0], batch[2], batch[3], batch[4]]
+    same = parsed(*(at(f"2026-10-22T20:43:06.00000{i}Z") for i in (1, 2, 3)), at("2026-12-01T22:43:06Z"), at("now"))
+    assert refused(SEEN_SAME_SECOND, same) == same[:4]
+
+
+def test_loki_s_ingester_answer_names_its_entries_only_when_nothing_else_was_sent():
+    newest = at("2026-12-01T20:46:15.648679165Z")
+    behind = [at(f"2026-12-01T18:46:{s}.648679165Z") for s in (15, 14, 13)]
+    batch = parsed(newest, *behind)
+    assert refused(SEEN_BEHIND, batch) == batch[1:]
+    with_old = parsed(newest, *behind, at("2026-10-22T20:46:15Z"))  # the distributor's refusal, left unsaid
+    assert refused(SEEN_BEHIND, with_old) is None
