@@ -294,3 +294,28 @@ def test_loki_s_ingester_answer_names_its_entries_only_when_nothing_else_was_sen
     assert refused(SEEN_BEHIND, batch) == batch[1:]
     with_old = parsed(newest, *behind, at("2026-10-22T20:46:15Z"))  # the distributor's refusal, left unsaid
     assert refused(SEEN_BEHIND, with_old) is None
+
+
+def test_the_double_like_loki_answers_only_for_the_last_stream_an_ingester_took():
+    """ingester/instance.go Push keeps the last stream's error: Loki 3.7.6 answered 204 to
+    {A: newest, two hours behind}, {B: fine}, and kept only "A newest" and "B fine". No answer names
+    that refusal, so no client can dead-letter it (a limit of Loki, not of the bridge)."""
+    double = LokiServer(Limits(max_chunk_age=timedelta(hours=2)))
+    try:
+        now = time.time_ns()
+        push = {
+            "streams": [
+                {
+                    "stream": {"service_name": "A"},
+                    "values": [[str(now), "A newest"], [str(now - 7200 * 10**9), "A behind"]],
+                },
+                {"stream": {"service_name": "B"}, "values": [[str(now), "B fine"]]},
+            ]
+        }
+        assert double.push(orjson.dumps(push), otlp=False) == (204, "")
+        assert double.lines() == ["A newest", "B fine"]
+        push["streams"].reverse()
+        status, text = double.push(orjson.dumps(push), otlp=False)
+        assert status == 400 and text.endswith('total ignored: 1 out of 2 for stream: {service_name="A"}')
+    finally:
+        double.stop()
