@@ -15,19 +15,40 @@ Read from Loki v3.7's source, not its docs:
 - pkg/loghttp/push/push.go (POST /loki/api/v1/push, JSON): the stream's labels are taken as sent;
   structured metadata is the third element of a value. Level detection then runs the same way, and
   falls back to the line's own JSON level field.
-- pkg/validation/validate.go and pkg/ingester/stream.go: an entry older than
-  now - reject_old_samples_max_age, newer than now + creation_grace_period, or older than its
-  stream's newest entry - max_chunk_age / 2 is refused with its reason; structured metadata is refused
-  while allow_structured_metadata is off.
+- pkg/distributor/validator.go ValidateEntry, in this order: an entry older than
+  now - reject_old_samples_max_age, newer than now + creation_grace_period, longer than
+  max_line_size, or with structured metadata while allow_structured_metadata is off is refused by the
+  distributor; pkg/ingester/stream.go: one older than its stream's newest entry - max_chunk_age / 2 by
+  the ingester. The texts are pkg/validation/validate.go's and pkg/chunkenc/interface.go's.
+- The answer (``LokiServer``): pkg/util/errors.go GroupedErrors joins the distributor's distinct
+  texts with "; " in a Go map's random order, each as "N errors like: ..." when there is more than
+  one text or it occurred more than once; pkg/ingester/stream.go errorForFailedEntries lists at most
+  max_returned_stream_errors of one stream's refusals and counts them all, and pkg/ingester/instance.go
+  Push returns only the last stream's error (a later stream that succeeded clears it), which then
+  replaces the distributor's answer (pkg/distributor/distributor.go). The push API writes it with
+  http.Error (text/plain, a newline after it); /otlp as a google.rpc.Status (pkg/loghttp/push/push.go
+  OTLPError).
+
+The refusal texts, their grouping and order, the ingester's list cut at ten and its answer replacing
+the distributor's, and both content types are as a real Loki 3.7.6 (built from its source, run with
+compose/loki/loki.yaml on loopback) answered the bridge's own requests.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import random
 import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
@@ -62,6 +83,9 @@ LEVELS = {
     "err": "error", "critical": "critical", "fatal": "fatal",
 }  # fmt: skip
 UNKNOWN_SERVICE = "unknown_service"
+# OTLPError sets its Content-Type after WriteHeader, too late for Go's net/http: Loki 3.7.6 sent the
+# sniffed type of the Status's bytes
+OTLP_ERROR_TYPE = "application/octet-stream"
 
 
 @dataclass(frozen=True)
@@ -74,6 +98,8 @@ class Limits:
     reject_old_samples_max_age: timedelta = timedelta(days=7)
     creation_grace_period: timedelta = timedelta(minutes=10)
     max_chunk_age: timedelta = timedelta(hours=2)
+    max_line_size: int = 256 * 1024
+    max_returned_stream_errors: int = 10
 
 
 @dataclass(frozen=True)
@@ -83,10 +109,26 @@ class Entry:
     structured_metadata: dict[str, str]
 
 
+Stream = tuple[tuple[str, str], ...]
+
+
 @dataclass
 class Result:
-    accepted: dict[tuple[tuple[str, str], ...], list[Entry]] = field(default_factory=dict)
-    rejected: list[tuple[Entry, str]] = field(default_factory=list)
+    accepted: dict[Stream, list[Entry]] = field(default_factory=dict)
+    rejected: list[tuple[Entry, str]] = field(default_factory=list)  # (entry, Loki's reason label)
+    validation_errors: list[str] = field(default_factory=list)  # the distributor's texts, in entry order
+    # per stream that reached the ingester, in request order: (entries it got, what it refused)
+    ingested: dict[Stream, tuple[int, list[tuple[Entry, str]]]] = field(default_factory=dict)
+
+    def answer(self, limits: Limits, order: random.Random) -> tuple[int, str]:
+        """Loki's status and error text for this push (204 and "" when nothing was refused)."""
+        last = list(self.ingested.items())[-1:]
+        if last and last[0][1][1]:  # instance.Push: only the last stream's error survives
+            stream, (total, failed) = last[0]
+            return 400, ingester_error(stream, total, failed, limits.max_returned_stream_errors)
+        if self.validation_errors:
+            return 400, grouped(self.validation_errors, order)
+        return 204, ""
 
 
 def label_name(name: str) -> str:
@@ -143,11 +185,21 @@ class LokiOTLP:
                     self._admit(result, stream, entry, now_ns)
         return result
 
-    def _admit(self, result: Result, stream: tuple, entry: Entry, now_ns: int) -> None:
-        """Store ``entry`` in its stream, or record why Loki refuses it."""
-        reason = self._refusal(stream, entry, now_ns)
-        if reason:
+    def _admit(self, result: Result, stream: Stream, entry: Entry, now_ns: int) -> None:
+        """Store ``entry`` in its stream, or record why Loki refuses it, and in which words."""
+        refusal = self._validation(stream, entry, now_ns)
+        if refusal:
+            reason, text = refusal
             result.rejected.append((entry, reason))
+            result.validation_errors.append(text)
+            return
+        total, failed = result.ingested.get(stream, (0, []))
+        result.ingested[stream] = (total + 1, failed)
+        newest = self.newest.get(stream)
+        cutoff = None if newest is None else newest - ns(self.limits.max_chunk_age) // 2
+        if cutoff is not None and entry.timestamp_ns < cutoff:
+            result.rejected.append((entry, "entry too far behind"))
+            failed.append((entry, too_far_behind(entry.timestamp_ns, cutoff)))
             return
         result.accepted.setdefault(stream, []).append(entry)
         self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
@@ -198,19 +250,139 @@ class LokiOTLP:
         found = [fields[name] for name in LEVEL_FIELDS if isinstance(fields, dict) and name in fields]
         return normalise_level(str(found[0])) if found else "unknown"
 
-    def _refusal(self, stream: tuple[tuple[str, str], ...], entry: Entry, now_ns: int) -> str:
-        limits = self.limits
+    def _validation(self, stream: Stream, entry: Entry, now_ns: int) -> tuple[str, str] | None:
+        """validator.go ValidateEntry: (the discard reason, the error text), or None."""
+        limits, labels, ts = self.limits, stream_text(stream), entry.timestamp_ns
+        oldest = now_ns - ns(limits.reject_old_samples_max_age)
+        if limits.reject_old_samples and ts < oldest:
+            text = (
+                f"entry for stream '{labels}' has timestamp too old: {rfc3339(ts)}, "
+                f"oldest acceptable timestamp is: {rfc3339(oldest)}"
+            )
+            return "greater_than_max_sample_age", text
+        if ts > now_ns + ns(limits.creation_grace_period):
+            return "too_far_in_future", f"entry for stream '{labels}' has timestamp too new: {rfc3339(ts)}"
+        size = len(entry.line.encode())
+        if limits.max_line_size and size > limits.max_line_size:
+            text = (
+                f"max entry size '{limits.max_line_size}' bytes exceeded for stream '{labels}' "
+                f"while adding an entry with length '{size}' bytes"
+            )
+            return "line_too_long", text
         if entry.structured_metadata and not limits.allow_structured_metadata:
-            return "disallowed_structured_metadata"
-        if limits.reject_old_samples and entry.timestamp_ns < now_ns - ns(limits.reject_old_samples_max_age):
-            return "greater_than_max_sample_age"
-        if entry.timestamp_ns > now_ns + ns(limits.creation_grace_period):
-            return "too_far_in_future"
-        newest = self.newest.get(stream)
-        if newest is not None and entry.timestamp_ns < newest - ns(limits.max_chunk_age) // 2:
-            return "entry too far behind"
-        return ""
+            text = (
+                f"stream '{labels}' includes structured metadata, but this feature is disallowed. Please see "
+                "`limits_config.allow_structured_metadata` or contact your Loki administrator to enable it"
+            )
+            return "disallowed_structured_metadata", text
+        return None
+
+
+def too_far_behind(ts: int, cutoff: int) -> str:
+    """chunkenc.ErrTooFarBehind."""
+    return f"entry too far behind, entry timestamp is: {rfc3339(ts)}, oldest acceptable timestamp is: {rfc3339(cutoff)}"
+
+
+def stream_text(stream: Stream) -> str:
+    """labels.Labels.String(): {a="b", c="d"}, sorted."""
+    return "{" + ", ".join(f"{k}={json.dumps(v)}" for k, v in stream) + "}"
+
+
+def rfc3339(ns_: int) -> str:
+    """Go's time.RFC3339 in UTC (Loki's timeFormat): to the second."""
+    return datetime.fromtimestamp(ns_ // 1_000_000_000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def go_time(ns_: int) -> str:
+    """Go's time.Time.String() in UTC: 2006-01-02 15:04:05.999999999 +0000 UTC."""
+    seconds, fraction = divmod(ns_, 1_000_000_000)
+    text = datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    digits = f"{fraction:09d}".rstrip("0")
+    return f"{text}{'.' + digits if digits else ''} +0000 UTC"
+
+
+def grouped(texts: list[str], order: random.Random) -> str:
+    """util.GroupedErrors.Error(): distinct texts counted, in a map's random order."""
+    counts = list(Counter(texts).items())
+    order.shuffle(counts)
+    prefix = len(counts) > 1
+    return "; ".join(f"{n} errors like: {text}" if prefix or n > 1 else text for text, n in counts)
+
+
+def ingester_error(stream: Stream, total: int, failed: list[tuple[Entry, str]], limit: int) -> str:
+    """stream.go errorForFailedEntries (tenant 'fake': auth_enabled off)."""
+    listed = failed[:limit] if limit > 0 else failed
+    lines = "".join(f"entry with timestamp {go_time(e.timestamp_ns)} ignored, reason: '{why}',\n" for e, why in listed)
+    return f"{lines}user 'fake', total ignored: {len(failed)} out of {total} for stream: {stream_text(stream)}"
 
 
 def ns(delta: timedelta) -> int:
     return int(delta.total_seconds() * 1_000_000_000)
+
+
+Answer = tuple[int, str, bytes]  # status, Content-Type, body
+
+
+def serve(answer: Callable[[str, bytes], Answer]) -> tuple[ThreadingHTTPServer, str]:
+    """An HTTP server on loopback that answers each POST (path, body without gzip) with ``answer``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            status, content_type, reply = answer(self.path, body)
+            self.send_response(status)
+            if reply:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+class LokiServer:
+    """Loki's push API and /otlp/v1/logs on loopback, storing and refusing as ``LokiOTLP`` does and
+    answering in Loki's words (see the module's docstring); ``seed`` fixes the groups' order."""
+
+    def __init__(self, limits: Limits | None = None, seed: int | None = None) -> None:
+        self.loki = LokiOTLP(limits)
+        self.order = random.Random(seed)
+        self.stored: list[tuple[Stream, Entry]] = []
+        self.answers: list[tuple[int, str]] = []
+        self.lock = threading.Lock()
+        self.server, self.url = serve(self.answer)
+
+    def answer(self, path: str, body: bytes) -> Answer:
+        otlp = path == "/otlp/v1/logs"
+        status, text = self.push(body, otlp)
+        if status == 204:
+            return 204, "", b""
+        if otlp:  # push.OTLPError: a Status with code 0
+            return status, OTLP_ERROR_TYPE, Status(message=text).SerializeToString()
+        return status, "text/plain; charset=utf-8", (text + "\n").encode()  # http.Error: a newline after
+
+    def push(self, body: bytes, otlp: bool) -> tuple[int, str]:
+        with self.lock:
+            now = time.time_ns()
+            if otlp:
+                result = self.loki.push(ExportLogsServiceRequest.FromString(body), now)
+            else:
+                result = self.loki.push_json(json.loads(body), now)
+            self.stored += [(stream, entry) for stream, entries in result.accepted.items() for entry in entries]
+            answer = result.answer(self.loki.limits, self.order)
+            self.answers.append(answer)
+            return answer
+
+    def lines(self) -> list[str]:
+        return [entry.line for _, entry in self.stored]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

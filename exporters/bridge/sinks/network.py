@@ -16,6 +16,7 @@ from obsbox.exporters.bridge.sinks.http import HttpEndpoint, Response, post_atte
 from obsbox.exporters.bridge.sinks.rejections import refused
 
 log = logging.getLogger(__name__)
+UNSAID = "which of the {} records were refused was not fully said: all are here, some may also have been stored"
 
 
 class NetworkSink(Sink):
@@ -38,6 +39,10 @@ class NetworkSink(Sink):
     def accepted(self, response: Response, records: Sequence[Record]) -> None:
         """Hook for a 2xx response (OTLP reads partial success here)."""
 
+    def answer_text(self, response: Response) -> str:
+        """What the receiver said in a failed response's body (OTLP wraps it in a ``Status``)."""
+        return response.body.decode("utf-8", "replace")
+
     def export(self, records: Sequence[Record]) -> ExportResult:
         metrics, name = self.context.metrics, self.context.name
         for body, headers, chunk in self.requests(records):
@@ -53,6 +58,9 @@ class NetworkSink(Sink):
                 last[0] = response
                 if attempt.kind == "ok" and response is not None:
                     self.accepted(response, chunk)
+                elif response is not None:
+                    said = self.answer_text(response).strip()
+                    attempt = attempt._replace(reason=f"HTTP {response.status}: {said[:500]}")
                 return attempt
 
             def retried(attempt: Attempt) -> None:
@@ -64,27 +72,28 @@ class NetworkSink(Sink):
             if outcome is None:
                 return ExportResult.FAILURE
             if outcome.kind == "reject":
-                message = last[0].body.decode("utf-8", "replace") if last[0] is not None else outcome.reason
+                message = self.answer_text(last[0]) if last[0] is not None else outcome.reason
                 self.refuse(chunk, message, outcome.reason, outcome.status)
             elif outcome.kind == "retry":
                 self.refuse(chunk, None, f"gave up retrying: {outcome.reason}", outcome.status)
         return ExportResult.SUCCESS
 
     def refuse(
-        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, expected: int | None = None
     ) -> None:
         """Dead-letter what the receiver refused: the records its ``message`` names (Loki keeps the
-        rest of a request; see ``rejections``), else every record of the request, with the reason
-        (and ``unnamed``, what to add when the message does not say which records)."""
+        rest of a request; see ``rejections``), else every record of the request, marked as such: the
+        receiver may have kept some of them, so a line there may be a duplicate, never a loss."""
         name = self.context.name
-        named = refused(message, chunk) if message else None
-        if named is None:
-            records, why = chunk, reason + unnamed
-        else:
+        named = refused(message, chunk, expected) if message else None
+        records: Sequence[Record]
+        if named is not None:
             records, why = named, f"{reason} ({len(named)} of {len(chunk)} refused; the rest were accepted)"
-        if not records:
-            log.warning("%s: %s; none of its %d records matched what it refused", name, reason, len(chunk))
-            return
+        elif message:
+            records, why = chunk, f"{reason} ({UNSAID.format(len(chunk))})"
+            self.context.metrics.errors.labels("refusal_unattributed").inc()
+        else:
+            records, why = chunk, reason
         self.dead_letter.write(name, records, why, status)
         self.context.metrics.dead_lettered(name, len(records))
         log.error("%s refused %d records (%s); written to %s", name, len(records), why, self.dead_letter.path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import orjson
+from google.protobuf.message import DecodeError
+from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
@@ -37,6 +40,7 @@ log = logging.getLogger(__name__)
 ResourceKey = tuple[str, tuple[tuple[str, str], ...]]  # (service.name, the file's resource attributes)
 Request = tuple[bytes, dict[str, str], int, int]  # (body, headers, first record, end)
 LOGS_PATH = "/v1/logs"
+PROTOBUF = re.compile(r"application/(?:x-protobuf|protobuf|octet-stream)")
 SCOPE_NAME = "obsbox.bridge"
 SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
 
@@ -198,19 +202,27 @@ class OtlpHttpSink(NetworkSink):
             self.prepared = None
 
     def refuse(
-        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, unnamed: str = ""
+        self, chunk: Sequence[Record], message: str | None, reason: str, status: int | None, expected: int | None = None
     ) -> None:
         chunk = _parsed(chunk)  # telling which lines a message names reads their times
-        super().refuse(chunk, message, reason, status, unnamed)
+        super().refuse(chunk, message, reason, status, expected)
+
+    def answer_text(self, response: Response) -> str:
+        """OTLP/HTTP answers a failure with a protobuf ``google.rpc.Status``; its ``message`` is what
+        was said (Loki's ``push.OTLPError``). A body that is not one is read as text."""
+        if response.body and PROTOBUF.search(response.headers.get("content-type", "")):
+            with contextlib.suppress(DecodeError):
+                return Status.FromString(response.body).message
+        return super().answer_text(response)
 
     def rejected(self, rejected: int, message: str, records: Sequence[Record], status: int) -> None:
         """Partial success: the receiver took the request but refused ``rejected`` items. Which ones,
-        OTLP does not say; unless ``message`` names them (Loki's wording), every record of the
-        request goes to the dead-letter file, marked as possibly refused: a duplicate, never a loss."""
+        OTLP does not say; unless ``message`` names exactly that many (Loki's wording), every record
+        of the request goes to the dead-letter file, marked as possibly refused."""
         if not rejected:
             return
         reason = f"partial success: {rejected} of {len(records)} rejected: {message}"
-        self.refuse(records, message, reason, status, unnamed=" (which ones was not said: all kept here)")
+        self.refuse(records, message or reason, reason, status, expected=rejected)
 
 
 class OtlpSink(OtlpHttpSink):
