@@ -9,12 +9,12 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from obsbox.config import ConfigError
+from obsbox.config import ConfigError, Document, build, parse_size
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
@@ -25,7 +25,7 @@ EPILOG = textwrap.dedent("""\
       stdout                         enriched JSON lines on standard output
       file:PATH                      enriched JSON lines appended to PATH
       loki:URL                       Loki push API; trace_id/span_id as structured metadata
-      otlp:URL                       OTLP/HTTP protobuf logs (URL of the receiver, e.g. :4318)
+      otlp:URL                       OTLP/HTTP protobuf logs (the receiver, e.g. http://localhost:4318)
       Options of a sink go in the URL's query: otlp:http://host:4318?compression=gzip,
       loki:http://host:3100?tenant_id=acme&job=gateway. Auth comes from the environment:
       LOKI_USERNAME / LOKI_PASSWORD / LOKI_BEARER_TOKEN / LOKI_TENANT_ID, OTEL_EXPORTER_OTLP_HEADERS.
@@ -69,7 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-positions", action="store_true", help="start every file at the beginning and save no offsets")
     p.add_argument("--state-dir", type=Path, help="positions and dead letters (default: the per-user state dir)")
-    p.add_argument("--metrics-port", type=int, help="serve the bridge's own /metrics on this port")
+    p.add_argument(
+        "--metrics-port", type=port, metavar="PORT", help="serve the bridge's own /metrics on this port (0: any free)"
+    )
     p.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument(
         "--correlation-key",
@@ -83,7 +85,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--span-id-field", default="span_id", help="output field for the span ID")
     p.add_argument("--no-redact", action="store_true", help="ship secrets as they are (redaction is on by default)")
     p.add_argument(
-        "--max-line-bytes", type=int, default=1024 * 1024, help="longer lines are truncated and flagged (default 1 MiB)"
+        "--max-line-bytes",
+        type=size,
+        default=1024 * 1024,
+        metavar="SIZE",
+        help="longer lines are truncated and flagged (default 1MiB; 4096, 512KiB, 2MB...)",
     )
     p.add_argument(
         "--start-at",
@@ -100,7 +106,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=count,
         metavar="N",
         help="worker processes for parsing, trace IDs, redaction and encoding "
         "(default: one per available core; 0: none)",
@@ -108,6 +114,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
     p.set_defaults(func=run)
+    say_errors_in_one_line(p)
+
+
+def say_errors_in_one_line(parser: argparse.ArgumentParser) -> None:
+    """A wrong option is one line naming it, not the whole usage (a dozen lines) above it."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"{parser.prog}: error: {message} ({parser.prog} --help lists the options)\n")
+
+    parser.error = error  # type: ignore[method-assign] # argparse has no other hook for it
+
+
+def size(text: str) -> int:
+    """``--max-line-bytes``: the sizes a YAML config takes ("4096", "512KiB", "1MB"), parsed by the same code."""
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 1 to 65535, or 0 for any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1 to 65535, or 0 for any free one)")
+    return value
 
 
 def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
@@ -132,8 +178,11 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
     if not rest:
         raise ConfigError(f"--to {spec!r}: {option} is empty (write --to {kind}:{option.upper()})")
     options: dict[str, Any] = {}
-    parts = urlsplit(rest)
-    if parts.scheme in ("http", "https"):
+    try:
+        parts = urlsplit(rest)
+    except ValueError:  # an unclosed [: the sink's own URL check below says so
+        parts = None
+    if parts is not None and parts.scheme in ("http", "https"):
         known = {f.name for f in dataclasses.fields(cls.Config)}
         kept = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -143,6 +192,10 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
                 kept.append(f"{key}={value}")
         rest = urlunsplit(parts._replace(query="&".join(kept)))
     options[option] = rest
+    try:
+        build(cls.Config, options, Document(options, "--to"))
+    except ConfigError as exc:  # the sink's own checks, said of the flag the user wrote
+        raise ConfigError(f"--to {spec!r}: {exc.key + ': ' if exc.key else ''}{exc.message}") from None
     return kind, options
 
 
@@ -216,8 +269,6 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
     if args.no_progress:
         config.settings.progress = False
     if args.workers is not None:
-        if args.workers < 0:
-            raise ConfigError("--workers must be 0 or more")
         config.settings.workers = args.workers
     return config
 

@@ -1,0 +1,178 @@
+"""Bad configuration as a new user writes it, on the command line and in YAML: the real CLI in a
+subprocess says one line naming the key (and the file's line), exits 2, shows no traceback, and
+ships nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.faults.ledger import Ledger, lines_of
+
+
+def obsbox_bridge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "obsbox", "bridge", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
+    """The one line of a config error, which names every needle."""
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+@pytest.fixture
+def app_log(tmp_path: Path) -> Path:
+    log = tmp_path / "app.log"
+    Ledger("config").append(log, 3)
+    return log
+
+
+CLI_CASES = {
+    "loki URL with a space": (["--to", "loki:not a url"], ["--to 'loki:not a url'", "url:", "http://localhost:3100"]),
+    "ftp scheme": (["--to", "otlp:ftp://x"], ["--to 'otlp:ftp://x'", "endpoint:", "not an http(s) URL"]),
+    "no scheme": (["--to", "otlp:notaurl"], ["endpoint:", "http://localhost:4318"]),
+    "port not a number": (["--to", "otlp:http://collector:43l8"], ["endpoint:", "port must be a number"]),
+    "port out of range": (["--to", "loki:http://loki:99999"], ["url:", "port must be a number from 1 to 65535"]),
+    "unclosed IPv6": (["--to", "otlp:http://[::1"], ["--to 'otlp:http://[::1'", "Invalid IPv6 URL"]),
+    "negative option in the URL": (["--to", "otlp:http://h:4318?timeout=-1"], ["timeout", "must not be negative"]),
+    "metrics port out of range": (["--metrics-port", "70000"], ["--metrics-port", "'70000' is not a port"]),
+    "metrics port negative": (["--metrics-port", "-1"], ["--metrics-port", "'-1' is not a port"]),
+    "workers negative": (["--workers", "-1"], ["--workers", "0 or more"]),
+    "workers not a number": (["--workers", "many"], ["--workers", "'many'"]),
+    "line size with a fraction": (["--max-line-bytes", "1.5MiB"], ["--max-line-bytes", "'1.5MiB' is not a size"]),
+    "format not known": (["--format", "xml"], ["--format", "'xml'"]),
+}
+
+
+@pytest.mark.parametrize("args, needles", CLI_CASES.values(), ids=CLI_CASES.keys())
+def test_a_wrong_command_line_value_is_one_line_naming_the_option(tmp_path, app_log, args, needles):
+    out = tmp_path / "out.jsonl"
+    result = obsbox_bridge(tmp_path, str(app_log), "--once", "--to", f"file:{out}", *args)
+    refused(result, *needles)
+    assert not out.exists(), "nothing is shipped"
+
+
+def test_a_config_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):
+    refused(obsbox_bridge(tmp_path, "--config", "missing.yaml"), "missing.yaml", "No such file or directory")
+    refused(obsbox_bridge(tmp_path, "--config", str(tmp_path)), str(tmp_path), "Is a directory")
+
+
+def pipeline(log: Path, out: Path) -> dict:
+    """A good pipeline a case then breaks."""
+    return {
+        "sources": {"tail": {"include": [str(log)], "positions": str(log.with_suffix(".positions"))}},
+        "processors": {"parse": {}},
+        "sinks": {"file": {"path": str(out)}},
+        "pipelines": {"logs": {"sources": ["tail"], "processors": ["parse"], "sinks": ["file"]}},
+    }
+
+
+def with_otlp(data: dict, **options) -> None:
+    data["sinks"] = {"otlp": {"endpoint": "http://127.0.0.1:4318", **options}}
+    data["pipelines"]["logs"]["sinks"] = ["otlp"]
+
+
+def with_loki(data: dict, url: str) -> None:
+    data["sinks"] = {"loki": {"url": url}}
+    data["pipelines"]["logs"]["sinks"] = ["loki"]
+
+
+YAML_CASES = {
+    "endpoint not a URL": (lambda d: with_otlp(d, endpoint="not a url"), "sinks.otlp.endpoint", "http://HOST:PORT"),
+    "endpoint ftp": (lambda d: with_otlp(d, endpoint="ftp://x"), "sinks.otlp.endpoint", "not an http(s) URL"),
+    "endpoint otlp:": (lambda d: with_otlp(d, endpoint="otlp:notaurl"), "sinks.otlp.endpoint", "not an http(s) URL"),
+    "port not a number": (lambda d: with_loki(d, "http://loki:abc"), "sinks.loki.url", "port must be a number"),
+    "unclosed IPv6": (lambda d: with_loki(d, "http://[::1"), "sinks.loki.url", "Invalid IPv6 URL"),
+    "negative sink timeout": (lambda d: with_otlp(d, timeout=-1), "sinks.otlp.timeout", "must not be negative"),
+    "negative scan interval": (
+        lambda d: d["sources"]["tail"].update(scan_interval=-1),
+        "sources.tail.scan_interval",
+        "must not be negative",
+    ),
+    "negative fingerprint size": (
+        lambda d: d["sources"]["tail"].update(fingerprint_bytes=-1),
+        "sources.tail.fingerprint_bytes",
+        "must not be negative",
+    ),
+    "negative batch timeout": (
+        lambda d: d["pipelines"]["logs"].update(batch={"timeout": -0.5}),
+        "pipelines.logs.batch.timeout",
+        "must not be negative",
+    ),
+    "negative shutdown timeout": (
+        lambda d: d.update(settings={"shutdown_timeout": -5}),
+        "settings.shutdown_timeout",
+        "must not be negative",
+    ),
+    "poll interval of 0": (lambda d: d.update(settings={"poll_interval": 0}), "settings.poll_interval", "more than 0"),
+    "metrics port out of range": (
+        lambda d: d.update(settings={"metrics_port": 99999}),
+        "settings.metrics_port",
+        "99999 is not a port",
+    ),
+    "workers negative": (lambda d: d.update(settings={"workers": -1}), "settings.workers", "0 (no worker processes)"),
+}
+
+
+@pytest.mark.parametrize("breaks, key, needle", YAML_CASES.values(), ids=YAML_CASES.keys())
+def test_a_wrong_yaml_value_is_one_line_naming_the_file_line_and_key(tmp_path, app_log, breaks, key, needle):
+    out = tmp_path / "out.jsonl"
+    data = pipeline(app_log, out)
+    breaks(data)
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    line = refused(obsbox_bridge(tmp_path, "--config", str(config), "--once"), f"{key}: ", needle)
+    assert f"{config}:" in line.split(f"{key}:")[0], "the file and its line come first"
+    assert not out.exists(), "nothing is shipped"
+
+
+def test_a_pipeline_without_a_processors_list_names_the_defaults_it_runs(tmp_path, app_log):
+    out = tmp_path / "out.jsonl"
+    data = pipeline(app_log, out)
+    del data["processors"]
+    del data["pipelines"]["logs"]["processors"]
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    line = refused(obsbox_bridge(tmp_path, "--config", str(config), "--once"), "pipelines.logs: ")
+    assert "[parse, trace, redact]" in line and "processors: []" in line, line
+    assert "processors[0]" not in line, "not a list the user never wrote"
+    # the fix the line gives works: processors: [] runs none and ships every line
+    data["pipelines"]["logs"]["processors"] = []
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert obsbox_bridge(tmp_path, "--config", str(config), "--once").returncode == 0
+    Ledger("config").check(lines_of(out)).assert_delivered()
+
+
+def test_sizes_are_the_same_on_the_command_line_and_in_yaml(tmp_path, app_log):
+    for size, expected in (("1KiB", 1024), ("2MB", 2_000_000), ("4096", 4096)):
+        result = obsbox_bridge(tmp_path, str(app_log), "--max-line-bytes", size, "--print-config")
+        assert result.returncode == 0, result.stderr
+        printed = yaml.safe_load(result.stdout)["sources"]["tail"]["max_line_bytes"]
+        data = pipeline(app_log, tmp_path / "out.jsonl")
+        data["sources"]["tail"]["max_line_bytes"] = size
+        config = tmp_path / "bridge.yaml"
+        config.write_text(yaml.safe_dump(data))
+        from_yaml = obsbox_bridge(tmp_path, "--config", str(config), "--once")
+        assert printed == expected and from_yaml.returncode == 0, from_yaml.stderr
+    for bad in ("1.5MiB", "-1KiB", "1 TiB", "lots"):
+        refused(obsbox_bridge(tmp_path, str(app_log), "--max-line-bytes", bad), "--max-line-bytes")
+        data = pipeline(app_log, tmp_path / "out.jsonl")
+        data["sources"]["tail"]["max_line_bytes"] = bad
+        config.write_text(yaml.safe_dump(data))
+        refused(obsbox_bridge(tmp_path, "--config", str(config)), "sources.tail.max_line_bytes: ")
