@@ -35,6 +35,7 @@ from pathlib import Path
 import platformdirs
 from prometheus_client import start_http_server
 
+from obsbox.config import ConfigError
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
@@ -347,10 +348,18 @@ class Bridge:
         return WorkerPool(count, plan, self.metrics, slot_bytes=2 * spec.batch.max_bytes)
 
     def serve_metrics(self) -> None:
-        port = self.config.settings.metrics_port
-        if port is not None:
-            start_http_server(port, addr=self.config.settings.metrics_host, registry=self.metrics.registry)
-            log.info("metrics on http://%s:%d/metrics", self.config.settings.metrics_host, port)
+        """Serve /metrics, or raise a ConfigError naming the address and why it cannot be had."""
+        port, host = self.config.settings.metrics_port, self.config.settings.metrics_host
+        if port is None:
+            return
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
+        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+            raise ConfigError(
+                f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc}; choose another "
+                "--metrics-port / settings.metrics_port, or --metrics-host / settings.metrics_host"
+            ) from None
+        log.info("metrics on http://%s:%d/metrics", host, server.server_port)  # port 0: the one it was given
 
     def request_stop(self, *_args: object) -> None:
         """First signal: stop reading and finish in-flight work. Second: give up at once."""

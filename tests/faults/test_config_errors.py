@@ -4,6 +4,7 @@ ships nothing."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from tests.faults.ledger import Ledger, lines_of
+from tests.waiting import free_port
 
 
 def obsbox_bridge(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -66,6 +68,32 @@ def test_a_wrong_command_line_value_is_one_line_naming_the_option(tmp_path, app_
     result = obsbox_bridge(tmp_path, str(app_log), "--once", "--to", f"file:{out}", *args)
     refused(result, *needles)
     assert not out.exists(), "nothing is shipped"
+
+
+@pytest.fixture
+def taken_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_metrics_port_in_use_is_one_line_naming_the_address_and_nothing_is_shipped(tmp_path, app_log, taken_port):
+    out = tmp_path / "out.jsonl"
+    args = (str(app_log), "--once", "--to", f"file:{out}", "--no-positions", "--metrics-port", str(taken_port))
+    line = refused(obsbox_bridge(tmp_path, *args), f"127.0.0.1:{taken_port}", "Address already in use")
+    assert "--metrics-port" in line and "settings.metrics_port" in line  # the fix, in either form
+    assert lines_of(out) == [], "checked before anything is shipped"
+
+
+@pytest.mark.parametrize(
+    "host, cause",
+    [("no-such-host.invalid", "Name or service not known"), ("192.0.2.1", "Cannot assign requested address")],
+    ids=["a name that does not resolve", "an address of another host"],
+)
+def test_a_metrics_host_that_cannot_be_bound_is_one_line_naming_it(tmp_path, app_log, host, cause):
+    args = (str(app_log), "--once", "--no-positions", "--metrics-port", str(free_port()), "--metrics-host", host)
+    refused(obsbox_bridge(tmp_path, *args), f"{host}:", cause)
 
 
 def test_a_config_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):
