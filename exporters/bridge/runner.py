@@ -246,7 +246,12 @@ class Pipeline:
                 log.warning("sink %s: %s; retrying", name, attempt.reason)
 
             outcome = self.retry.run(attempt, self.abort, retried)
-            if outcome is None:
+            if outcome is None:  # stopping: nothing of this batch is committed
+                log.warning(
+                    "sink %s: stopping with %d records not delivered; they will be read again at the next start",
+                    name,
+                    len(records),
+                )
                 return False
             if outcome.kind != "ok":
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
