@@ -19,7 +19,8 @@ one of these (``obsbox bridge ... --print-config`` shows which).
         sinks: [loki, file/enriched]
     settings:
       metrics_port: 9465
-      workers: 2               # default: one per available core; 0: everything in the bridge process
+      workers: 2               # default: one per available core; 0: everything in the bridge process;
+                               # lowered (with a warning) to what the available memory holds
       retry: {initial_interval: 500ms, max_interval: 30s, max_elapsed_time: 0}
 
 Every number in it, a component's included, is a count, a size or a duration, so a negative one is

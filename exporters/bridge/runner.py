@@ -44,7 +44,7 @@ from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Lines, Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
-from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
+from obsbox.exporters.bridge.workers import MemoryBudget, Plan, Work, WorkerPool, default_workers, pack, why_not
 
 log = logging.getLogger(__name__)
 MIN_SHARED_LINES = 512  # a batch cut by its timeout is shared among the workers from this many lines each
@@ -291,6 +291,7 @@ class Bridge:
         self.abort = threading.Event()
         self.state_dir = config.settings.state_dir or default_state_dir()
         self.once = config.settings.once
+        self.memory = MemoryBudget.here()
         self.pipelines = [self._pipeline(name) for name in config.pipelines]
 
     def _context(self, pipeline: str, spec: ComponentSpec) -> Context:
@@ -348,9 +349,13 @@ class Bridge:
             spec_ if hasattr(spec_.cls, "make_encoder") else None
             for spec_ in (self.config.components["sinks"][key] for key in spec.sinks)
         ]
-        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
         # a slot holds a batch's lines, then its payloads: OTLP without compression adds ~30%
-        return WorkerPool(count, plan, self.metrics, slot_bytes=2 * spec.batch.max_bytes)
+        slot_bytes = 2 * spec.batch.max_bytes
+        count = self.memory.workers(count, slot_bytes, name)
+        if count < 1:
+            return None
+        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
+        return WorkerPool(count, plan, self.metrics, slot_bytes=slot_bytes)
 
     def serve_metrics(self) -> None:
         """Serve /metrics, or raise a ConfigError naming the address and why it cannot be had."""

@@ -4,6 +4,7 @@ ships nothing."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from obsbox.exporters.bridge import workers
+from tests.bridge.harness import Running
 from tests.faults.ledger import Ledger, lines_of
 from tests.waiting import free_port
 
@@ -204,3 +207,93 @@ def test_sizes_are_the_same_on_the_command_line_and_in_yaml(tmp_path, app_log):
         data["sources"]["tail"]["max_line_bytes"] = bad
         config.write_text(yaml.safe_dump(data))
         refused(obsbox_bridge(tmp_path, "--config", str(config)), "sources.tail.max_line_bytes: ")
+
+
+# ---------------------------------------------------------------- --workers beyond what memory holds
+
+# /proc/meminfo and the cgroup files as Linux writes them (this host's, with a smaller MemAvailable)
+MEMINFO = "MemTotal:       24731184 kB\nMemFree:        15006380 kB\nMemAvailable:     {kib} kB\nBuffers: 414908 kB\n"
+V1_UNLIMITED = "9223372036854771712\n"
+
+
+def host(root: Path, mem_available_kib: int, cgroup: str, files: dict[str, str]) -> Path:
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/meminfo").write_text(MEMINFO.format(kib=mem_available_kib))
+    (root / "proc/self/cgroup").write_text(cgroup)
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_available_memory_is_meminfo_capped_by_the_cgroup_limit(tmp_path):
+    gib = 1024**3
+    v1 = "4:memory:/process_api/449d\n3:cpuset:/\n0::/\n"
+    unlimited = host(
+        tmp_path / "v1-unlimited",
+        23_567_504,
+        v1,
+        {
+            "sys/fs/cgroup/memory/process_api/449d/memory.limit_in_bytes": V1_UNLIMITED,
+            "sys/fs/cgroup/memory/process_api/449d/memory.usage_in_bytes": "645398528\n",
+        },
+    )
+    assert workers.available_memory(unlimited) == 23_567_504 * 1024
+    limited = host(
+        tmp_path / "v1-limited",
+        23_567_504,
+        v1,
+        {
+            "sys/fs/cgroup/memory/process_api/449d/memory.limit_in_bytes": f"{2 * gib}\n",
+            "sys/fs/cgroup/memory/process_api/449d/memory.usage_in_bytes": f"{gib // 2}\n",
+        },
+    )
+    assert workers.available_memory(limited) == gib + gib // 2
+    container = host(
+        tmp_path / "v2",
+        23_567_504,
+        "0::/\n",
+        {"sys/fs/cgroup/memory.max": "536870912\n", "sys/fs/cgroup/memory.current": "104857600\n"},
+    )
+    assert workers.available_memory(container) == 536870912 - 104857600
+    no_limit = host(
+        tmp_path / "v2-max",
+        1000,
+        "0::/\n",
+        {"sys/fs/cgroup/memory.max": "max\n", "sys/fs/cgroup/memory.current": "5\n"},
+    )
+    assert workers.available_memory(no_limit) == 1000 * 1024
+    assert workers.available_memory(tmp_path / "nothing") is None
+
+
+def test_workers_beyond_what_memory_holds_are_lowered_with_one_line(caplog):
+    slot = 8 * 1024**2  # twice the default batch of 4 MiB
+    budget = workers.MemoryBudget(1024**3)
+    with caplog.at_level(logging.WARNING, logger=workers.__name__):
+        assert budget.workers(1000, slot, "logs") == 10  # 1 GiB / (80 MiB + 2 x 8 MiB)
+        assert budget.workers(2, slot, "audit") == 0  # what is left is less than one worker
+    first, second = (record.getMessage() for record in caplog.records)
+    assert first.startswith("pipeline logs: 10 workers instead of 1000: each takes about 96 MiB"), first
+    assert "1024 MiB are available" in first
+    assert "pipeline audit: 0 workers instead of 2" in second and "runs without workers" in second
+    assert workers.MemoryBudget(None).workers(1000, slot, "logs") == 1000  # memory unknown: no cap
+
+
+def test_a_bridge_asked_for_1000_workers_starts_with_what_memory_holds_and_delivers_everything(
+    tmp_path, monkeypatch, caplog
+):
+    per_worker = workers.worker_bytes(2 * 4 * 1024**2)
+    monkeypatch.setattr(workers, "available_memory", lambda: 2 * per_worker + per_worker // 2)  # a small host
+    log = tmp_path / "app.log"
+    ledger = Ledger("workers")
+    ledger.append(log, 2000)
+    with caplog.at_level(logging.WARNING, logger=workers.__name__):
+        running = Running([str(log)], tmp_path, once=True, workers=1000)
+    try:
+        assert running.bridge.pipelines[0].pool is not None and running.bridge.pipelines[0].pool.count == 2
+        assert "2 workers instead of 1000" in caplog.text
+        running.thread.join(60)
+        assert not running.thread.is_alive(), "--once with 2 of the 1000 workers finished"
+        ledger.check(rec.raw for rec in running.sink.records()).assert_delivered()
+    finally:
+        running.stop()
