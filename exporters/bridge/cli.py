@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from obsbox.config import ConfigError, Document, build, parse_size
+from obsbox.config import ConfigError, Document, parse_size
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
@@ -72,17 +72,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metrics-port", type=port, metavar="PORT", help="serve the bridge's own /metrics on this port (0: any free)"
     )
-    p.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument(
+        "--metrics-host", type=text, default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)"
+    )
     p.add_argument(
         "--correlation-key",
+        type=text,
         action="append",
         default=[],
         metavar="FIELD",
         help="derive the trace ID from this field when the line has no ID (repeatable; a.b for nested)",
     )
-    p.add_argument("--service-name", help="service.name / service_name for lines that do not name one")
-    p.add_argument("--trace-id-field", default="trace_id", help="output field for the trace ID")
-    p.add_argument("--span-id-field", default="span_id", help="output field for the span ID")
+    p.add_argument("--service-name", type=text, help="service.name / service_name for lines that do not name one")
+    p.add_argument("--trace-id-field", type=text, default="trace_id", help="output field for the trace ID")
+    p.add_argument("--span-id-field", type=text, default="span_id", help="output field for the span ID")
     p.add_argument("--no-redact", action="store_true", help="ship secrets as they are (redaction is on by default)")
     p.add_argument(
         "--max-line-bytes",
@@ -126,33 +129,38 @@ def say_errors_in_one_line(parser: argparse.ArgumentParser) -> None:
     parser.error = error  # type: ignore[method-assign] # argparse has no other hook for it
 
 
-def size(text: str) -> int:
+def size(given: str) -> int:
     """``--max-line-bytes``: the sizes a YAML config takes ("4096", "512KiB", "1MB"), parsed by the same code."""
     try:
-        return parse_size(text)
+        return parse_size(given)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def count(text: str) -> int:
-    """A whole number, 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+def text(value: str) -> str:
+    """A name or an address: an empty one would be taken and quietly match nothing."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
     return value
 
 
-def port(text: str) -> int:
+def count(given: str) -> int:
+    """A whole number, 0 or more."""
+    return _whole(given, 0, None, "a whole number of 0 or more")
+
+
+def port(given: str) -> int:
     """A TCP port, 1 to 65535, or 0 for any free one."""
+    return _whole(given, 0, 65535, "a port (1 to 65535, or 0 for any free one)")
+
+
+def _whole(given: str, low: int, high: int | None, what: str) -> int:
     try:
-        value = int(text)
+        value = int(given)
     except ValueError:
-        value = -1
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (1 to 65535, or 0 for any free one)")
+        value = low - 1
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"{given!r} is not {what}")
     return value
 
 
@@ -193,7 +201,7 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
         rest = urlunsplit(parts._replace(query="&".join(kept)))
     options[option] = rest
     try:
-        build(cls.Config, options, Document(options, "--to"))
+        bridge_config.build_checked(cls.Config, options, Document(options, "--to"), ())
     except ConfigError as exc:  # the sink's own checks, said of the flag the user wrote
         raise ConfigError(f"--to {spec!r}: {exc.key + ': ' if exc.key else ''}{exc.message}") from None
     return kind, options
@@ -276,6 +284,7 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
 def run(args: argparse.Namespace) -> int:
     if args.print_config:
         if args.config:
+            bridge_config.load(args.config)  # what cannot be loaded is not printed as if it could
             sys.stdout.write(args.config.read_text())
         else:
             yaml.safe_dump(cli_pipeline(args), sys.stdout, sort_keys=False)

@@ -129,14 +129,16 @@ def from_document(doc: Document) -> BridgeConfig:
     pipelines_data = data.get("pipelines")
     if not isinstance(pipelines_data, dict) or not pipelines_data:
         raise doc.error(("pipelines",), "at least one pipeline is required")
-    pipelines = {name: _built(PipelineConfig, spec, doc, ("pipelines", name)) for name, spec in pipelines_data.items()}
+    pipelines = {
+        name: build_checked(PipelineConfig, spec, doc, ("pipelines", name)) for name, spec in pipelines_data.items()
+    }
     defaulted = {name for name, spec in pipelines_data.items() if "processors" not in (spec or {})}
     _check_wiring(doc, components, pipelines, defaulted)
-    settings = _built(Settings, data.get("settings"), doc, ("settings",))
+    settings = build_checked(Settings, data.get("settings"), doc, ("settings",))
     return BridgeConfig(components, pipelines, settings, doc.source)
 
 
-def _built(cls: type, value: Any, doc: Document, path: KeyPath) -> Any:
+def build_checked(cls: type, value: Any, doc: Document, path: KeyPath) -> Any:
     """``build``, then refuse a negative number anywhere in what it built (see the module docstring)."""
     config: Any = build(cls, value, doc, path)
     negative = _negative(config, path)
@@ -163,7 +165,7 @@ def _component(doc: Document, kind: str, key: str, value: Any) -> ComponentSpec:
         cls = registry.load(kind, type_name)
     except registry.UnknownComponentError as exc:
         raise doc.error((kind, key), str(exc)) from None
-    return ComponentSpec(kind, key, cls, _built(cls.Config, value, doc, (kind, key)))
+    return ComponentSpec(kind, key, cls, build_checked(cls.Config, value, doc, (kind, key)))
 
 
 def _check_wiring(

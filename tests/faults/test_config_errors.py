@@ -55,13 +55,20 @@ CLI_CASES = {
     "port not a number": (["--to", "otlp:http://collector:43l8"], ["endpoint:", "port must be a number"]),
     "port out of range": (["--to", "loki:http://loki:99999"], ["url:", "port must be a number from 1 to 65535"]),
     "unclosed IPv6": (["--to", "otlp:http://[::1"], ["--to 'otlp:http://[::1'", "Invalid IPv6 URL"]),
-    "negative option in the URL": (["--to", "otlp:http://h:4318?timeout=-1"], ["timeout", "must not be negative"]),
+    "negative option in the URL": (
+        ["--to", "otlp:http://h:4318?max_request_bytes=-1"],
+        ["--to 'otlp:http://h:4318?max_request_bytes=-1': max_request_bytes: must not be negative"],
+    ),
     "metrics port out of range": (["--metrics-port", "70000"], ["--metrics-port", "'70000' is not a port"]),
     "metrics port negative": (["--metrics-port", "-1"], ["--metrics-port", "'-1' is not a port"]),
     "workers negative": (["--workers", "-1"], ["--workers", "0 or more"]),
     "workers not a number": (["--workers", "many"], ["--workers", "'many'"]),
     "line size with a fraction": (["--max-line-bytes", "1.5MiB"], ["--max-line-bytes", "'1.5MiB' is not a size"]),
     "format not known": (["--format", "xml"], ["--format", "'xml'"]),
+    "empty correlation key": (["--correlation-key", ""], ["--correlation-key", "must not be empty"]),
+    "empty service name": (["--service-name", " "], ["--service-name", "must not be empty"]),
+    "empty metrics host": (["--metrics-host", "", "--metrics-port", "0"], ["--metrics-host", "must not be empty"]),
+    "sink timeout of 0": (["--to", "otlp:http://h:4318?timeout=0"], ["--to", "timeout: must be more than 0"]),
 }
 
 
@@ -101,6 +108,7 @@ def test_a_metrics_host_that_cannot_be_bound_is_one_line_naming_it(tmp_path, app
 
 def test_a_config_file_that_cannot_be_read_is_one_line_naming_it(tmp_path):
     refused(obsbox_bridge(tmp_path, "--config", "missing.yaml"), "missing.yaml", "No such file or directory")
+    refused(obsbox_bridge(tmp_path, "--config", "missing.yaml", "--print-config"), "missing.yaml", "No such file")
     refused(obsbox_bridge(tmp_path, "--config", str(tmp_path)), str(tmp_path), "Is a directory")
 
 
@@ -130,11 +138,22 @@ YAML_CASES = {
     "endpoint otlp:": (lambda d: with_otlp(d, endpoint="otlp:notaurl"), "sinks.otlp.endpoint", "not an http(s) URL"),
     "port not a number": (lambda d: with_loki(d, "http://loki:abc"), "sinks.loki.url", "port must be a number"),
     "unclosed IPv6": (lambda d: with_loki(d, "http://[::1"), "sinks.loki.url", "Invalid IPv6 URL"),
-    "negative sink timeout": (lambda d: with_otlp(d, timeout=-1), "sinks.otlp.timeout", "must not be negative"),
+    "negative sink timeout": (lambda d: with_otlp(d, timeout=-1), "sinks.otlp.timeout", "must be more than 0"),
     "negative scan interval": (
         lambda d: d["sources"]["tail"].update(scan_interval=-1),
         "sources.tail.scan_interval",
         "must not be negative",
+    ),
+    "sink timeout of 0": (lambda d: with_otlp(d, timeout=0), "sinks.otlp.timeout", "must be more than 0"),
+    "read chunk of 0": (
+        lambda d: d["sources"]["tail"].update(read_chunk_bytes=0),
+        "sources.tail",
+        "read_chunk_bytes must be at least 1",
+    ),
+    "no open files": (
+        lambda d: d["sources"]["tail"].update(max_open_files=0),
+        "sources.tail",
+        "max_open_files must be at least 1",
     ),
     "negative fingerprint size": (
         lambda d: d["sources"]["tail"].update(fingerprint_bytes=-1),

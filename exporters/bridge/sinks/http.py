@@ -55,6 +55,14 @@ def http_url(url: str, option: str = "url", example: str = "http://localhost:431
     return parts
 
 
+def check_endpoint(url: str, timeout: float, option: str, example: str) -> None:
+    """What an HttpEndpoint needs of a sink's config: an http(s) URL (``option``, see ``http_url``),
+    and a timeout above 0 (at 0 the socket does not block, so every request fails at once)."""
+    http_url(url, option, example)
+    if timeout <= 0:
+        raise FieldError("timeout", "must be more than 0 (such as 10s)")
+
+
 class HttpEndpoint:
     def __init__(self, url: str, timeout: float) -> None:
         parts = http_url(url)

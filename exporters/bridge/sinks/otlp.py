@@ -30,7 +30,7 @@ from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
-from obsbox.exporters.bridge.sinks.http import Response, compress, http_url
+from obsbox.exporters.bridge.sinks.http import Response, check_endpoint, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ class OtlpConfig:
     dead_letter: Path | None = None
 
     def __post_init__(self) -> None:
-        http_url(self.endpoint, "endpoint", "http://localhost:4318")
+        check_endpoint(self.endpoint, self.timeout, "endpoint", "http://localhost:4318")
 
 
 def env_pairs(name: str) -> dict[str, str]:
