@@ -316,3 +316,19 @@ def test_a_bridge_asked_for_1000_workers_starts_with_what_memory_holds_and_deliv
         ledger.check(rec.raw for rec in running.sink.records()).assert_delivered()
     finally:
         running.stop()
+
+
+def test_the_cli_asked_for_1000_workers_lowers_them_to_what_this_hosts_memory_holds(tmp_path, app_log):
+    """The real /proc/meminfo and cgroup files: with 1 GiB batches a worker takes about 4 GiB (two
+    slots of 2 GiB), so any host this runs on holds far fewer than 1000."""
+    out = tmp_path / "out.jsonl"
+    data = pipeline(app_log, out)
+    data["pipelines"]["logs"]["batch"] = {"max_bytes": "1GiB"}
+    data["settings"] = {"workers": 1000}
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump(data))
+    result = obsbox_bridge(tmp_path, "--config", str(config), "--once")
+    assert result.returncode == 0, result.stderr
+    (warning,) = [line for line in result.stderr.splitlines() if "instead of 1000" in line]
+    assert "each takes about 4176 MiB" in warning and "MiB are available" in warning, warning
+    Ledger("config").check(lines_of(out)).assert_delivered()
