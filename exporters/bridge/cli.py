@@ -44,6 +44,23 @@ EPILOG = textwrap.dedent("""\
     """)
 
 
+# options that shape the pipeline a command line stands for; with --config the file does that
+PIPELINE_OPTIONS = (
+    "paths",
+    "to",
+    "positions",
+    "no_positions",
+    "correlation_key",
+    "service_name",
+    "trace_id_field",
+    "span_id_field",
+    "no_redact",
+    "max_line_bytes",
+    "start_at",
+    "format",
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bridge",
@@ -72,9 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--metrics-port", type=port, metavar="PORT", help="serve the bridge's own /metrics on this port (0: any free)"
     )
-    p.add_argument(
-        "--metrics-host", type=text, default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)"
-    )
+    p.add_argument("--metrics-host", type=text, help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument(
         "--correlation-key",
         type=text,
@@ -116,7 +131,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, pipeline_defaults={name: p.get_default(name) for name in PIPELINE_OPTIONS})
     say_errors_in_one_line(p)
 
 
@@ -244,7 +259,20 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         while key in sinks:
             key, n = f"{kind}/{n}", n + 1
         sinks[key] = options
-    settings: dict[str, Any] = {"metrics_host": args.metrics_host, "progress": not args.no_progress}
+    return {
+        "sources": {"tail": tail},
+        "processors": processors,
+        "sinks": sinks,
+        "pipelines": {"logs": {"sources": ["tail"], "processors": list(processors), "sinks": list(sinks)}},
+        "settings": cli_settings(args),
+    }
+
+
+def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``settings:`` a command line stands for."""
+    settings: dict[str, Any] = {"progress": not args.no_progress}
+    if args.metrics_host is not None:
+        settings["metrics_host"] = args.metrics_host
     if args.once:
         settings["once"] = True
     if args.metrics_port is not None:
@@ -252,25 +280,30 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     if args.state_dir:
         settings["state_dir"] = str(args.state_dir)
     settings.update({"workers": args.workers} if args.workers is not None else {})
-    return {
-        "sources": {"tail": tail},
-        "processors": processors,
-        "sinks": sinks,
-        "pipelines": {"logs": {"sources": ["tail"], "processors": list(processors), "sinks": list(sinks)}},
-        "settings": settings,
-    }
+    return settings
+
+
+def refuse_pipeline_options(args: argparse.Namespace) -> None:
+    """With --config the file is the pipeline: an option that would shape it is an error, not ignored."""
+    given = [name for name, default in args.pipeline_defaults.items() if getattr(args, name) not in (default, [])]
+    if given:
+        flags = ", ".join("files" if name == "paths" else "--" + name.replace("_", "-") for name in given)
+        raise ConfigError(
+            f"with --config, {flags} cannot be given: the config file defines the pipeline, so set them "
+            "there (without --config, --print-config shows the YAML an option means)"
+        )
 
 
 def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
     if args.config is None:
         return bridge_config.from_data(cli_pipeline(args), source="<command line>")
-    if args.paths or args.to:
-        raise ConfigError("with --config, files and sinks come from the config file, not the command line")
+    refuse_pipeline_options(args)
     config = bridge_config.load(args.config)
     if args.once:
         config.settings.once = True
     if args.metrics_port is not None:
         config.settings.metrics_port = args.metrics_port
+    if args.metrics_host is not None:
         config.settings.metrics_host = args.metrics_host
     if args.state_dir:
         config.settings.state_dir = args.state_dir
@@ -284,6 +317,7 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
 def run(args: argparse.Namespace) -> int:
     if args.print_config:
         if args.config:
+            refuse_pipeline_options(args)
             bridge_config.load(args.config)  # what cannot be loaded is not printed as if it could
             sys.stdout.write(args.config.read_text())
         else:

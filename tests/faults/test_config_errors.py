@@ -192,6 +192,27 @@ def test_a_wrong_yaml_value_is_one_line_naming_the_file_line_and_key(tmp_path, a
     assert not out.exists(), "nothing is shipped"
 
 
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--max-line-bytes", "1KiB"], "--max-line-bytes"),
+        (["--no-redact", "--correlation-key", "request_id"], "--correlation-key, --no-redact"),
+        (["--to", "stdout"], "--to"),
+        (["--print-config", "--start-at", "end"], "--start-at"),
+    ],
+    ids=["a size", "redaction and IDs", "a sink", "printing the config"],
+)
+def test_an_option_that_shapes_the_pipeline_beside_config_is_refused_not_ignored(tmp_path, app_log, args, named):
+    out = tmp_path / "out.jsonl"
+    config = tmp_path / "bridge.yaml"
+    config.write_text(yaml.safe_dump(pipeline(app_log, out)))
+    refused(obsbox_bridge(tmp_path, "--config", str(config), "--once", *args), f"with --config, {named} cannot be")
+    assert not out.exists(), "nothing is shipped"
+    # the settings of a run still go with --config
+    run = obsbox_bridge(tmp_path, "--config", str(config), "--once", "--metrics-host", "127.0.0.1", "--workers", "0")
+    assert run.returncode == 0, run.stderr
+
+
 def test_a_pipeline_without_a_processors_list_names_the_defaults_it_runs(tmp_path, app_log):
     out = tmp_path / "out.jsonl"
     data = pipeline(app_log, out)
