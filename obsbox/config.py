@@ -35,6 +35,15 @@ class ConfigError(ValueError):
         super().__init__(f"{prefix}{key + ': ' if key else ''}{message}")
 
 
+class FieldError(ValueError):
+    """Raised by a config dataclass's ``__post_init__`` about one of its fields, so the error points
+    at that key and its line rather than at the whole section."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        super().__init__(message)
+
+
 @dataclass
 class Document:
     """Plain data loaded from YAML, plus the line of every key (1-based) for error messages."""
@@ -57,7 +66,11 @@ def dotted(path: KeyPath) -> str:
 
 def load_yaml(path: str | Path) -> Document:
     """Load a YAML file, keeping the line of each key so later errors can point at it."""
-    text = Path(path).read_text(encoding="utf-8")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read the config file: {reason}", source=str(path)) from None
     return parse_yaml(text, source=str(path))
 
 
@@ -123,6 +136,17 @@ def expand_env(value: str, environ: typing.Mapping[str, str] | None = None) -> s
 
 _SIZE = re.compile(r"^\s*(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2, "gb": 1000**3, "gib": 1024**3}
+SIZE_FORMS = "a whole number of bytes, or one with a unit such as '512KiB', '1MiB' or '1MB'"
+
+
+def parse_size(text: str) -> int:
+    """Bytes in ``text`` ("4096", "512KiB", "1MB"): the one size syntax of configs and command lines.
+
+    Raises ValueError for anything else (fractions, negatives, unknown units)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a size ({SIZE_FORMS})")
+    return int(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()]
 
 
 def build(cls: type[T], data: Any, doc: Document | None = None, path: KeyPath = ()) -> T:
@@ -206,8 +230,11 @@ def _try_convert(tp: Any, value: Any, doc: Document, path: KeyPath, errors: list
 def _int(value: Any, doc: Document, path: KeyPath) -> int:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and (m := _SIZE.match(value)):
-        return int(m.group(1)) * _SIZE_UNITS[(m.group(2) or "b").lower()]
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ValueError:
+            pass
     raise doc.error(path, f"must be a whole number (sizes such as '1MiB' are accepted), not {value!r}")
 
 
@@ -241,6 +268,8 @@ def _dataclass(cls: type, value: Any, doc: Document, path: KeyPath) -> Any:
             raise doc.error(path, f"missing required key {name!r}")
     try:
         return cls(**kwargs)
+    except FieldError as exc:  # __post_init__ validation of one field
+        raise doc.error((*path, exc.field), str(exc)) from None
     except (ValueError, TypeError) as exc:  # __post_init__ validation
         raise doc.error(path, str(exc)) from None
 

@@ -9,12 +9,12 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from obsbox.config import ConfigError
+from obsbox.config import ConfigError, Document, parse_size
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
@@ -25,7 +25,7 @@ EPILOG = textwrap.dedent("""\
       stdout                         enriched JSON lines on standard output
       file:PATH                      enriched JSON lines appended to PATH
       loki:URL                       Loki push API; trace_id/span_id as structured metadata
-      otlp:URL                       OTLP/HTTP protobuf logs (URL of the receiver, e.g. :4318)
+      otlp:URL                       OTLP/HTTP protobuf logs (the receiver, e.g. http://localhost:4318)
       Options of a sink go in the URL's query: otlp:http://host:4318?compression=gzip,
       loki:http://host:3100?tenant_id=acme&job=gateway. Auth comes from the environment:
       LOKI_USERNAME / LOKI_PASSWORD / LOKI_BEARER_TOKEN / LOKI_TENANT_ID, OTEL_EXPORTER_OTLP_HEADERS.
@@ -42,6 +42,23 @@ EPILOG = textwrap.dedent("""\
     derived from --correlation-key, else from the line's identity (file fingerprint + offset).
     SIGTERM or Ctrl-C: stop reading, deliver what is in flight, save positions, exit 0.
     """)
+
+
+# options that shape the pipeline a command line stands for; with --config the file does that
+PIPELINE_OPTIONS = (
+    "paths",
+    "to",
+    "positions",
+    "no_positions",
+    "correlation_key",
+    "service_name",
+    "trace_id_field",
+    "span_id_field",
+    "no_redact",
+    "max_line_bytes",
+    "start_at",
+    "format",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -69,21 +86,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-positions", action="store_true", help="start every file at the beginning and save no offsets")
     p.add_argument("--state-dir", type=Path, help="positions and dead letters (default: the per-user state dir)")
-    p.add_argument("--metrics-port", type=int, help="serve the bridge's own /metrics on this port")
-    p.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)")
+    p.add_argument(
+        "--metrics-port", type=port, metavar="PORT", help="serve the bridge's own /metrics on this port (0: any free)"
+    )
+    p.add_argument("--metrics-host", type=text, help="address for --metrics-port (default 127.0.0.1)")
     p.add_argument(
         "--correlation-key",
+        type=text,
         action="append",
         default=[],
         metavar="FIELD",
         help="derive the trace ID from this field when the line has no ID (repeatable; a.b for nested)",
     )
-    p.add_argument("--service-name", help="service.name / service_name for lines that do not name one")
-    p.add_argument("--trace-id-field", default="trace_id", help="output field for the trace ID")
-    p.add_argument("--span-id-field", default="span_id", help="output field for the span ID")
+    p.add_argument("--service-name", type=text, help="service.name / service_name for lines that do not name one")
+    p.add_argument("--trace-id-field", type=text, default="trace_id", help="output field for the trace ID")
+    p.add_argument("--span-id-field", type=text, default="span_id", help="output field for the span ID")
     p.add_argument("--no-redact", action="store_true", help="ship secrets as they are (redaction is on by default)")
     p.add_argument(
-        "--max-line-bytes", type=int, default=1024 * 1024, help="longer lines are truncated and flagged (default 1 MiB)"
+        "--max-line-bytes",
+        type=size,
+        default=1024 * 1024,
+        metavar="SIZE",
+        help="longer lines are truncated and flagged (default 1MiB; 4096, 512KiB, 2MB...)",
     )
     p.add_argument(
         "--start-at",
@@ -100,14 +124,59 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=count,
         metavar="N",
-        help="worker processes for parsing, trace IDs, redaction and encoding "
-        "(default: one per available core; 0: none)",
+        help="worker processes for parsing, trace IDs, redaction and encoding (default: one per available "
+        "core; 0: none); lowered, with a warning, to what the available memory holds (about 96 MiB each)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, pipeline_defaults={name: p.get_default(name) for name in PIPELINE_OPTIONS})
+    say_errors_in_one_line(p)
+
+
+def say_errors_in_one_line(parser: argparse.ArgumentParser) -> None:
+    """A wrong option is one line naming it, not the whole usage (a dozen lines) above it."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"{parser.prog}: error: {message} ({parser.prog} --help lists the options)\n")
+
+    parser.error = error  # type: ignore[method-assign] # argparse has no other hook for it
+
+
+def size(given: str) -> int:
+    """``--max-line-bytes``: the sizes a YAML config takes ("4096", "512KiB", "1MB"), parsed by the same code."""
+    try:
+        return parse_size(given)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def text(value: str) -> str:
+    """A name or an address: an empty one would be taken and quietly match nothing."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return value
+
+
+def count(given: str) -> int:
+    """A whole number, 0 or more."""
+    return _whole(given, 0, None, "a whole number of 0 or more")
+
+
+def port(given: str) -> int:
+    """A TCP port, 1 to 65535, or 0 for any free one."""
+    return _whole(given, 0, 65535, "a port (1 to 65535, or 0 for any free one)")
+
+
+def _whole(given: str, low: int, high: int | None, what: str) -> int:
+    try:
+        value = int(given)
+    except ValueError:
+        value = low - 1
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"{given!r} is not {what}")
+    return value
 
 
 def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
@@ -132,8 +201,11 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
     if not rest:
         raise ConfigError(f"--to {spec!r}: {option} is empty (write --to {kind}:{option.upper()})")
     options: dict[str, Any] = {}
-    parts = urlsplit(rest)
-    if parts.scheme in ("http", "https"):
+    try:
+        parts = urlsplit(rest)
+    except ValueError:  # an unclosed [: the sink's own URL check below says so
+        parts = None
+    if parts is not None and parts.scheme in ("http", "https"):
         known = {f.name for f in dataclasses.fields(cls.Config)}
         kept = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -143,6 +215,10 @@ def sink_from_url(spec: str) -> tuple[str, dict[str, Any]]:
                 kept.append(f"{key}={value}")
         rest = urlunsplit(parts._replace(query="&".join(kept)))
     options[option] = rest
+    try:
+        bridge_config.build_checked(cls.Config, options, Document(options, "--to"), ())
+    except ConfigError as exc:  # the sink's own checks, said of the flag the user wrote
+        raise ConfigError(f"--to {spec!r}: {exc.key + ': ' if exc.key else ''}{exc.message}") from None
     return kind, options
 
 
@@ -183,7 +259,20 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
         while key in sinks:
             key, n = f"{kind}/{n}", n + 1
         sinks[key] = options
-    settings: dict[str, Any] = {"metrics_host": args.metrics_host, "progress": not args.no_progress}
+    return {
+        "sources": {"tail": tail},
+        "processors": processors,
+        "sinks": sinks,
+        "pipelines": {"logs": {"sources": ["tail"], "processors": list(processors), "sinks": list(sinks)}},
+        "settings": cli_settings(args),
+    }
+
+
+def cli_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``settings:`` a command line stands for."""
+    settings: dict[str, Any] = {"progress": not args.no_progress}
+    if args.metrics_host is not None:
+        settings["metrics_host"] = args.metrics_host
     if args.once:
         settings["once"] = True
     if args.metrics_port is not None:
@@ -191,33 +280,36 @@ def cli_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     if args.state_dir:
         settings["state_dir"] = str(args.state_dir)
     settings.update({"workers": args.workers} if args.workers is not None else {})
-    return {
-        "sources": {"tail": tail},
-        "processors": processors,
-        "sinks": sinks,
-        "pipelines": {"logs": {"sources": ["tail"], "processors": list(processors), "sinks": list(sinks)}},
-        "settings": settings,
-    }
+    return settings
+
+
+def refuse_pipeline_options(args: argparse.Namespace) -> None:
+    """With --config the file is the pipeline: an option that would shape it is an error, not ignored."""
+    given = [name for name, default in args.pipeline_defaults.items() if getattr(args, name) not in (default, [])]
+    if given:
+        flags = ", ".join("files" if name == "paths" else "--" + name.replace("_", "-") for name in given)
+        raise ConfigError(
+            f"with --config, {flags} cannot be given: the config file defines the pipeline, so set them "
+            "there (without --config, --print-config shows the YAML an option means)"
+        )
 
 
 def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
     if args.config is None:
         return bridge_config.from_data(cli_pipeline(args), source="<command line>")
-    if args.paths or args.to:
-        raise ConfigError("with --config, files and sinks come from the config file, not the command line")
+    refuse_pipeline_options(args)
     config = bridge_config.load(args.config)
     if args.once:
         config.settings.once = True
     if args.metrics_port is not None:
         config.settings.metrics_port = args.metrics_port
+    if args.metrics_host is not None:
         config.settings.metrics_host = args.metrics_host
     if args.state_dir:
         config.settings.state_dir = args.state_dir
     if args.no_progress:
         config.settings.progress = False
     if args.workers is not None:
-        if args.workers < 0:
-            raise ConfigError("--workers must be 0 or more")
         config.settings.workers = args.workers
     return config
 
@@ -225,6 +317,8 @@ def load_config(args: argparse.Namespace) -> bridge_config.BridgeConfig:
 def run(args: argparse.Namespace) -> int:
     if args.print_config:
         if args.config:
+            refuse_pipeline_options(args)
+            bridge_config.load(args.config)  # what cannot be loaded is not printed as if it could
             sys.stdout.write(args.config.read_text())
         else:
             yaml.safe_dump(cli_pipeline(args), sys.stdout, sort_keys=False)

@@ -19,17 +19,22 @@ one of these (``obsbox bridge ... --print-config`` shows which).
         sinks: [loki, file/enriched]
     settings:
       metrics_port: 9465
-      workers: 2               # default: one per available core; 0: everything in the bridge process
+      workers: 2               # default: one per available core; 0: everything in the bridge process;
+                               # lowered (with a warning) to what the available memory holds
       retry: {initial_interval: 500ms, max_interval: 30s, max_elapsed_time: 0}
+
+Every number in it, a component's included, is a count, a size or a duration, so a negative one is
+an error (a plugin that needs a signed value takes it as a string).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from obsbox.config import Document, build, load_yaml, parse_yaml
+from obsbox.config import Document, FieldError, KeyPath, build, load_yaml, parse_yaml
 from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.retry import RetryPolicy
 
@@ -73,7 +78,11 @@ class Settings:
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 0:
-            raise ValueError("workers must be 0 (no worker processes) or more")
+            raise FieldError("workers", "must be 0 (no worker processes) or more")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise FieldError("metrics_port", f"{self.metrics_port} is not a port: use 1 to 65535 (0: any free port)")
+        if self.poll_interval <= 0:
+            raise FieldError("poll_interval", "must be more than 0 (such as 100ms)")
 
 
 @dataclass
@@ -120,10 +129,34 @@ def from_document(doc: Document) -> BridgeConfig:
     pipelines_data = data.get("pipelines")
     if not isinstance(pipelines_data, dict) or not pipelines_data:
         raise doc.error(("pipelines",), "at least one pipeline is required")
-    pipelines = {name: build(PipelineConfig, spec, doc, ("pipelines", name)) for name, spec in pipelines_data.items()}
-    _check_wiring(doc, components, pipelines)
-    settings = build(Settings, data.get("settings"), doc, ("settings",))
+    pipelines = {
+        name: build_checked(PipelineConfig, spec, doc, ("pipelines", name)) for name, spec in pipelines_data.items()
+    }
+    defaulted = {name for name, spec in pipelines_data.items() if "processors" not in (spec or {})}
+    _check_wiring(doc, components, pipelines, defaulted)
+    settings = build_checked(Settings, data.get("settings"), doc, ("settings",))
     return BridgeConfig(components, pipelines, settings, doc.source)
+
+
+def build_checked(cls: type, value: Any, doc: Document, path: KeyPath) -> Any:
+    """``build``, then refuse a negative number anywhere in what it built (see the module docstring)."""
+    config: Any = build(cls, value, doc, path)
+    negative = _negative(config, path)
+    if negative is not None:
+        raise doc.error(negative, "must not be negative (it is a count, a size or a duration)")
+    return config
+
+
+def _negative(value: Any, path: KeyPath) -> KeyPath | None:
+    """Where the first negative number of a config dataclass is, nested ones included (not in lists)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for spec in dataclasses.fields(value):
+            found = _negative(getattr(value, spec.name), (*path, spec.name))
+            if found is not None:
+                return found
+    elif isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        return path
+    return None
 
 
 def _component(doc: Document, kind: str, key: str, value: Any) -> ComponentSpec:
@@ -132,12 +165,17 @@ def _component(doc: Document, kind: str, key: str, value: Any) -> ComponentSpec:
         cls = registry.load(kind, type_name)
     except registry.UnknownComponentError as exc:
         raise doc.error((kind, key), str(exc)) from None
-    return ComponentSpec(kind, key, cls, build(cls.Config, value, doc, (kind, key)))
+    return ComponentSpec(kind, key, cls, build_checked(cls.Config, value, doc, (kind, key)))
 
 
 def _check_wiring(
-    doc: Document, components: dict[str, dict[str, ComponentSpec]], pipelines: dict[str, PipelineConfig]
+    doc: Document,
+    components: dict[str, dict[str, ComponentSpec]],
+    pipelines: dict[str, PipelineConfig],
+    defaulted: set[str],
 ) -> None:
+    """Every reference defined, every component used, each source in one pipeline. ``defaulted``:
+    the pipelines that run the default processors because they list none."""
     used: dict[str, set[str]] = {kind: set() for kind in SECTIONS}
     source_owner: dict[str, str] = {}
     for name, pipeline in pipelines.items():
@@ -145,6 +183,14 @@ def _check_wiring(
             raise doc.error(("pipelines", name), "a pipeline needs at least one source and one sink")
         for kind in SECTIONS:
             for i, ref in enumerate(getattr(pipeline, kind)):
+                if ref not in components[kind] and kind == "processors" and name in defaulted:
+                    defined = ", ".join(f"{key}: {{}}" for key in DEFAULT_PROCESSORS)
+                    raise doc.error(
+                        ("pipelines", name),
+                        f"lists no processors, so it runs the default ones, [{', '.join(DEFAULT_PROCESSORS)}], "
+                        f"and {ref!r} is not defined under processors: define them (processors: {{{defined}}}) "
+                        "or write processors: [] in the pipeline to run none",
+                    )
                 if ref not in components[kind]:
                     defined = ", ".join(components[kind]) or "none"
                     raise doc.error(

@@ -66,6 +66,8 @@ class RetryPolicy:
                 delay = min(delay * self.multiplier, self.max_interval)
             if deadline is not None and time.monotonic() + wait > deadline:
                 return outcome
+            if abort.is_set():  # stopping: say nothing of a retry that will not come
+                return None
             on_retry(outcome)
             if abort.wait(wait):
                 return None

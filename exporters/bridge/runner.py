@@ -35,6 +35,7 @@ from pathlib import Path
 import platformdirs
 from prometheus_client import start_http_server
 
+from obsbox.config import ConfigError
 from obsbox.exporters.bridge import statedir
 from obsbox.exporters.bridge.component import Component, Context, ExportResult, Processor, Sink, Source
 from obsbox.exporters.bridge.config import BatchConfig, BridgeConfig, ComponentSpec
@@ -44,7 +45,7 @@ from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Lines, Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
-from obsbox.exporters.bridge.workers import Plan, Work, WorkerPool, default_workers, pack, why_not
+from obsbox.exporters.bridge.workers import MemoryBudget, Plan, Work, WorkerPool, default_workers, pack, why_not
 
 log = logging.getLogger(__name__)
 MIN_SHARED_LINES = 512  # a batch cut by its timeout is shared among the workers from this many lines each
@@ -251,7 +252,12 @@ class Pipeline:
                 log.warning("sink %s: %s; retrying", name, attempt.reason)
 
             outcome = self.retry.run(attempt, self.abort, retried)
-            if outcome is None:
+            if outcome is None:  # stopping: nothing of this batch is committed
+                log.warning(
+                    "sink %s: stopping with %d records not delivered; they will be read again at the next start",
+                    name,
+                    len(records),
+                )
                 return False
             if outcome.kind != "ok":
                 dead = DeadLetter(default_path(sink.context.state_dir, name))
@@ -292,6 +298,7 @@ class Bridge:
         self.abort = threading.Event()
         self.state_dir = config.settings.state_dir or default_state_dir()
         self.once = config.settings.once
+        self.memory = MemoryBudget.here()
         self.pipelines = [self._pipeline(name) for name in config.pipelines]
         statedir.prepare(self.state_dir, [c for p in self.pipelines for c in p.components()])  # before shipping
 
@@ -350,15 +357,27 @@ class Bridge:
             spec_ if hasattr(spec_.cls, "make_encoder") else None
             for spec_ in (self.config.components["sinks"][key] for key in spec.sinks)
         ]
-        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
         # a slot holds a batch's lines, then its payloads: OTLP without compression adds ~30%
-        return WorkerPool(count, plan, self.metrics, slot_bytes=2 * spec.batch.max_bytes)
+        slot_bytes = 2 * spec.batch.max_bytes
+        count = self.memory.workers(count, slot_bytes, name)
+        if count < 1:
+            return None
+        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
+        return WorkerPool(count, plan, self.metrics, slot_bytes=slot_bytes)
 
     def serve_metrics(self) -> None:
-        port = self.config.settings.metrics_port
-        if port is not None:
-            start_http_server(port, addr=self.config.settings.metrics_host, registry=self.metrics.registry)
-            log.info("metrics on http://%s:%d/metrics", self.config.settings.metrics_host, port)
+        """Serve /metrics, or raise a ConfigError naming the address and why it cannot be had."""
+        port, host = self.config.settings.metrics_port, self.config.settings.metrics_host
+        if port is None:
+            return
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
+        except OSError as exc:  # in use, not an address of this host, a name that does not resolve
+            raise ConfigError(
+                f"cannot serve /metrics on {host}:{port}: {exc.strerror or exc}; choose another "
+                "--metrics-port / settings.metrics_port, or --metrics-host / settings.metrics_host"
+            ) from None
+        log.info("metrics on http://%s:%d/metrics", host, server.server_port)  # port 0: the one it was given
 
     def request_stop(self, *_args: object) -> None:
         """First signal: stop reading and finish in-flight work. Second: give up at once."""

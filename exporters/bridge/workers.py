@@ -39,6 +39,7 @@ import logging
 import math
 import multiprocessing
 import os
+import re
 import resource
 import signal
 import threading
@@ -108,6 +109,87 @@ def default_workers() -> int:
     """One worker per available core; none on a single core, where a worker only adds copying."""
     cores = available_cores()
     return cores if cores > 1 else 0
+
+
+# What one worker costs: its peak RSS (79 MiB measured with the default batch, BENCHMARKS.md), and
+# two shared-memory slots, for the two batches the bridge reads ahead per worker.
+WORKER_RSS_BYTES = 80 * 1024 * 1024
+SLOTS_PER_WORKER = 2
+_MEM_AVAILABLE = re.compile(r"^MemAvailable:\s+(\d+) kB$", re.MULTILINE)
+
+
+def available_memory(root: Path = Path("/")) -> int | None:
+    """Bytes this process may still take: the kernel's ``MemAvailable``, capped by what its cgroup's
+    memory limit leaves (v2 ``memory.max`` - ``memory.current``, v1 ``memory.limit_in_bytes`` -
+    ``memory.usage_in_bytes``: ``docker run -m``, Kubernetes limits). None where none can be read.
+    ``root``: where ``/proc`` and ``/sys`` are (tests)."""
+    figures = []
+    found = _MEM_AVAILABLE.search(_text(root / "proc/meminfo"))
+    if found:
+        figures.append(int(found.group(1)) * 1024)
+    for line in _text(root / "proc/self/cgroup").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            base, names = root / "sys/fs/cgroup", ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, names = root / "sys/fs/cgroup/memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        limit, usage = (_text(base / path.lstrip("/") / name).strip() for name in names)
+        if limit.isdigit() and usage.isdigit():  # v2 writes "max" for no limit
+            figures.append(max(0, int(limit) - int(usage)))
+    return min(figures) if figures else None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def worker_bytes(slot_bytes: int) -> int:
+    """The memory one worker takes with slots of ``slot_bytes``."""
+    return WORKER_RSS_BYTES + SLOTS_PER_WORKER * slot_bytes
+
+
+class MemoryBudget:
+    """What the bridge's workers may still take, shared by its pipelines.
+
+    A pipeline gets the workers it asks for, or as many as the rest of the memory holds, and a log
+    line says so: 1000 workers on a small host would take minutes to start, then meet the OOM
+    killer. Lowered, not refused, as a runtime sizes its threads to its host: one config then
+    serves a large host and a small container."""
+
+    def __init__(self, available: int | None) -> None:
+        self.left = available  # None: unknown, no cap
+
+    @classmethod
+    def here(cls) -> MemoryBudget:
+        """The memory available to this process now."""
+        return cls(available_memory())
+
+    def workers(self, count: int, slot_bytes: int, pipeline: str) -> int:
+        each = worker_bytes(slot_bytes)
+        if self.left is None:
+            return count
+        fits = min(count, self.left // each)
+        if fits < count:
+            log.warning(
+                "pipeline %s: %d workers instead of %d: each takes about %d MiB (%d MiB of memory and %d "
+                "shared-memory slots of %d MiB), and %d MiB are available%s",
+                pipeline,
+                fits,
+                count,
+                each >> 20,
+                WORKER_RSS_BYTES >> 20,
+                SLOTS_PER_WORKER,
+                slot_bytes >> 20,
+                self.left >> 20,
+                "; it runs without workers" if fits == 0 else "",
+            )
+        self.left -= fits * each
+        return fits
 
 
 def why_not(processors: Sequence[ComponentSpec]) -> str | None:

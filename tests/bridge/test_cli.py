@@ -16,6 +16,7 @@ import pytest
 from obsbox.exporters.bridge.progress import Progress, human_bytes
 from obsbox.local.receiver import Receiver
 from tests.bridge.harness import Running
+from tests.faults.ledger import Ledger, lines_of
 from tests.waiting import free_port, wait_until
 
 
@@ -72,6 +73,33 @@ def test_sigterm_while_the_sink_is_down_exits_0_within_the_shutdown_timeout_and_
     finally:
         proc.kill()
         rx.stop()
+
+
+def test_sigterm_with_the_sink_down_under_once_says_what_is_not_delivered_and_not_that_it_retries(tmp_path):
+    log, positions, out, errors = tmp_path / "app.log", tmp_path / "pos.json", tmp_path / "out.jsonl", tmp_path / "err"
+    ledger = Ledger("sigterm")
+    ledger.append(log, 50)
+    down = f"otlp:http://127.0.0.1:{free_port()}"  # nothing listens there: every connection is refused
+    with open(errors, "wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "obsbox", "bridge", str(log), "--once", "--to", down, "--positions", str(positions)],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        try:
+            wait_until(lambda: b"Connection refused; retrying" in errors.read_bytes(), 20, "a refused export")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            proc.kill()
+    said = errors.read_text().splitlines()
+    assert said[-1].endswith(
+        "sink otlp: stopping with 50 records not delivered; they will be read again at the next start"
+    ), said[-3:]
+    assert not any("aborting" in line for line in said), said[-3:]
+    again = once(str(log), "--to", f"file:{out}", "--positions", str(positions))
+    assert again.returncode == 0, again.stderr
+    ledger.check(lines_of(out)).assert_delivered()
 
 
 def test_stdout_is_the_default_sink_and_non_json_passes_byte_for_byte(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from obsbox.config import ConfigError
+from obsbox.config import ConfigError, parse_size
 from obsbox.exporters.bridge import config as bridge_config
 
 GOOD = """\
@@ -165,3 +165,28 @@ def test_help_documents_sinks_and_examples():
     assert result.returncode == 0
     for needle in ("loki:URL", "otlp:URL", "file:PATH", "--once", "--positions", "examples:", "--config"):
         assert needle in result.stdout
+
+
+def test_a_check_of_one_field_points_at_that_key_and_its_line():
+    message = error(GOOD.replace("${env:LOKI_URL:-http://localhost:3100}", "localhost:3100"))
+    assert message.startswith("bridge.yaml:13: sinks.loki.url: 'localhost:3100' is not an http(s) URL"), message
+    assert "e.g. http://localhost:3100" in message
+
+
+def test_a_refused_url_is_shown_without_its_credentials():
+    message = error(GOOD.replace("${env:LOKI_URL:-http://localhost:3100}", "http://tenant:s3cret@loki:31OO"))
+    assert "sinks.loki.url" in message and "port must be a number" in message
+    assert "s3cret" not in message and "tenant" not in message, message
+
+
+def test_sizes_parse_alike_wherever_they_are_written():
+    assert [parse_size(s) for s in ("4096", "512KiB", "1MiB", "2MB", " 3 kb ")] == [
+        4096,
+        524288,
+        1 << 20,
+        2 * 10**6,
+        3000,
+    ]
+    for bad in ("1.5MiB", "-1", "1TiB", "", "1 MiB 2"):
+        with pytest.raises(ValueError, match="is not a size"):
+            parse_size(bad)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import base64
 import http.client
 import os
+import re
 import socket
 import ssl
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
+from obsbox.config import FieldError
 from obsbox.exporters.bridge.retry import Attempt, parse_retry_after
 
 try:  # ISA-L's deflate (binary wheels on PyPI): at level 1 about 5x zlib's speed, at a better ratio
@@ -29,14 +31,44 @@ class Response:
     body: bytes
 
 
+_USERINFO = re.compile(r"(//)[^/@]*@")
+
+
+def http_url(url: str, option: str = "url", example: str = "http://localhost:4318") -> SplitResult:
+    """``url`` split, when it is an http(s) URL with a host and a valid port; else a FieldError
+    naming ``option`` and the fix, so a typo is a config error at start-up, not a traceback at the
+    first export. The message shows the URL without its credentials."""
+    fix = f"write http://HOST:PORT or https://HOST:PORT, e.g. {example}"
+    shown = _USERINFO.sub(r"\1***@", url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [
+        raise FieldError(option, f"{shown!r} is not a valid URL ({exc}): {fix}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FieldError(option, f"{shown!r} is not an http(s) URL with a host: {fix}")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or out of range
+        port = 0
+    if port == 0:
+        raise FieldError(option, f"{shown!r}: the port must be a number from 1 to 65535: {fix}")
+    return parts
+
+
+def check_endpoint(url: str, timeout: float, option: str, example: str) -> None:
+    """What an HttpEndpoint needs of a sink's config: an http(s) URL (``option``, see ``http_url``),
+    and a timeout above 0 (at 0 the socket does not block, so every request fails at once)."""
+    http_url(url, option, example)
+    if timeout <= 0:
+        raise FieldError("timeout", "must be more than 0 (such as 10s)")
+
+
 class HttpEndpoint:
     def __init__(self, url: str, timeout: float) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+        parts = http_url(url)
         self.url = url
         self.https = parts.scheme == "https"
-        self.host = parts.hostname
+        self.host = parts.hostname or ""
         self.port = parts.port or (443 if self.https else 80)
         self.path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.timeout = timeout

@@ -31,7 +31,7 @@ import orjson
 from obsbox import conventions, logfields
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
-from obsbox.exporters.bridge.sinks.http import auth_headers, compress, env
+from obsbox.exporters.bridge.sinks.http import auth_headers, check_endpoint, compress, env
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 PUSH_PATH = "/loki/api/v1/push"
@@ -61,6 +61,7 @@ class LokiConfig:
     dead_letter: Path | None = None
 
     def __post_init__(self) -> None:
+        check_endpoint(self.url, self.timeout, "url", "http://localhost:3100")
         bad = [k for k in self.labels if not k.replace("_", "a").isalnum() or k[0].isdigit()]
         if bad:
             raise ValueError(f"invalid Loki label names {bad}: use letters, digits and '_'")

@@ -33,7 +33,7 @@ from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
-from obsbox.exporters.bridge.sinks.http import Response, compress
+from obsbox.exporters.bridge.sinks.http import Response, check_endpoint, compress
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ class OtlpConfig:
     timeout: float = 10.0
     retry: RetryPolicy | None = None  # None: settings.retry
     dead_letter: Path | None = None
+
+    def __post_init__(self) -> None:
+        check_endpoint(self.endpoint, self.timeout, "endpoint", "http://localhost:4318")
 
 
 def env_pairs(name: str) -> dict[str, str]:

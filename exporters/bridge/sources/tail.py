@@ -85,6 +85,9 @@ class TailConfig:
             raise ValueError("include needs at least one file or glob")
         if self.max_line_bytes < 64:
             raise ValueError("max_line_bytes must be at least 64")
+        for name in ("read_chunk_bytes", "max_open_files"):  # at 0 the source reads nothing, for ever
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
 
 
 class TailSource(Source[TailCheckpoint]):
