@@ -260,20 +260,45 @@ class Pipeline:
                 )
                 return False
             if outcome.kind != "ok":
-                dead = DeadLetter(default_path(sink.context.state_dir, name))
-                dead.write(name, complete(records), f"gave up retrying: {outcome.reason}", None)
-                self.metrics.dead_lettered(name, len(records))
-                log.error(
-                    "sink %s: gave up on %d records (%s); written to %s", name, len(records), outcome.reason, dead.path
-                )
+                if not self._bury(sink, records, outcome.reason):
+                    return False
             else:
                 self.metrics.delivered(name, len(records) - dead_in_attempt[0])
+        return True
+
+    def _bury(self, sink: Sink, records: Sequence[Record], reason: str) -> bool:
+        """The sink gave up on the batch: write it to the sink's dead-letter file, retrying that
+        write under the retry policy while it fails (a full or read-only disk). False: the write
+        never succeeded; the batch is not acknowledged and is read again at the next start."""
+        name = sink.context.name
+        dead = DeadLetter(default_path(sink.context.state_dir, name))
+
+        def write() -> Attempt:
+            try:
+                dead.write(name, complete(records), f"gave up retrying: {reason}", None)
+            except OSError as exc:
+                self.metrics.errors.labels("dead_letter").inc()
+                return Attempt("retry", f"cannot write the dead-letter file {dead.path}: {exc.strerror or exc}")
+            return Attempt("ok")
+
+        def retried(attempt: Attempt) -> None:
+            log.warning("sink %s: %s; retrying", name, attempt.reason)
+
+        outcome = self.retry.run(write, self.abort, retried)
+        if outcome is None or outcome.kind != "ok":
+            log.error("sink %s: %d records neither delivered nor dead-lettered; not acknowledged", name, len(records))
+            return False
+        self.metrics.dead_lettered(name, len(records))
+        log.error("sink %s: gave up on %d records (%s); written to %s", name, len(records), reason, dead.path)
         return True
 
     def _export_once(self, sink: Sink, records: Sequence[Record], payload: object = None) -> Attempt:
         try:
             # payloads exist only for sinks with make_encoder, which define export_encoded
             result = sink.export(complete(records)) if payload is None else sink.export_encoded(payload, records)  # type: ignore[attr-defined]
+        except OSError as exc:  # the disk or the network under a sink: one line, retried (the caller logs it)
+            self.metrics.errors.labels("sink_io").inc()
+            return Attempt("retry", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a sink bug must not lose the batch: log, count, retry
             log.exception("sink %s failed", sink.context.name)
             self.metrics.errors.labels("sink_exception").inc()

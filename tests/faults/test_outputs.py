@@ -10,8 +10,6 @@ from __future__ import annotations
 import shutil
 import stat
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -26,16 +24,9 @@ from obsbox.local.receiver import Receiver
 from tests.bridge.harness import Running, context
 from tests.faults.ledger import Ledger, lines_of
 from tests.faults.mounts import fill, small_tmpfs
+from tests.waiting import wait_until
 
 ROUND = 300  # lines a round
-
-
-def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
-        time.sleep(0.05)
 
 
 def dead_lettered(path: Path) -> list[bytes | str]:
@@ -77,12 +68,13 @@ def test_an_output_rotated_away_by_logrotate_loses_nothing(tmp_path, create):
             ledger.append(app, ROUND)
             wait_until(
                 lambda: not ledger.check([*archived, *lines_of(out), *lines_of(rotated)]).lost,
+                30,
                 "every line written so far is in the output",
             )
             logrotate(conf, tmp_path / "logrotate.state")
             archived.extend(lines_of(rotated))  # the generation just rotated; the next rotation deletes it
         ledger.append(app, ROUND)
-        wait_until(lambda: not ledger.check([*archived, *lines_of(out)]).lost, "the last round is in the output", 10)
+        wait_until(lambda: not ledger.check([*archived, *lines_of(out)]).lost, 10, "the last round is in the output")
     except AssertionError:
         pass  # the ledger below says what is missing
     finally:
@@ -105,9 +97,11 @@ def test_a_full_disk_under_the_file_sink_leaves_no_torn_line(tmp_path):
         metrics = run.bridge.metrics
         try:
             failed = metrics.retries.labels("file", "export_failed")
-            wait_until(lambda: failed._value.get() >= 2, "a write failed twice")
+            wait_until(lambda: failed._value.get() >= 2, 30, "a write failed twice")
             filler.unlink()
-            wait_until(lambda: not ledger.check(lines_of(out)).lost, "every line is in the output once space is back")
+            wait_until(
+                lambda: not ledger.check(lines_of(out)).lost, 30, "every line is in the output once space is back"
+            )
         except AssertionError:
             pass  # the ledger below says what is wrong
         finally:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -25,6 +25,7 @@ from obsbox.exporters.bridge.runner import Bridge
 from obsbox.local.receiver import Receiver
 from tests.bridge.harness import Running
 from tests.faults.ledger import Ledger
+from tests.waiting import wait_until
 
 NOBODY = 65534  # a user of every Debian system (nobody:nogroup)
 IMAGE_USER = 10001  # the uid the bridge's image runs as (see the Dockerfile)
@@ -41,15 +42,6 @@ def received(running: Running) -> list[bytes]:
 
 def sample(running: Running, name: str, labels: dict[str, str] | None = None) -> float | None:
     return running.bridge.metrics.registry.get_sample_value(name, labels or {})
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
 
 
 def warnings_naming(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
@@ -116,10 +108,10 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
     disk = FailingDisk(monkeypatch, bad)
     running = Running([str(tmp_path / "*.json")], tmp_path / "state")
     try:
-        assert wait_until(lambda: len(healthy.check(received(running)).lost) == 0), healthy.check(received(running))
+        wait_until(lambda: len(healthy.check(received(running)).lost) == 0, 20, "every line of the healthy files")
         for path in good:
             healthy.append(path, 100)
-        assert wait_until(lambda: len(healthy.check(received(running)).lost) == 0), "the healthy files stopped"
+        wait_until(lambda: len(healthy.check(received(running)).lost) == 0, 20, "the healthy files stopped")
         source = running.bridge.pipelines[0].sources[0]
         assert source.watcher is not None and source.watcher.is_alive(), "the watcher thread died"
         assert running.thread.is_alive(), "the bridge died of one file"
@@ -128,17 +120,29 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
         assert len(warnings_naming(caplog, str(bad))) == 1, warnings_naming(caplog, str(bad))
 
         disk.failing.clear()  # the disk answers again: the file is read from where it stood
-        assert wait_until(lambda: not sick.check(received(running)).lost), sick.check(received(running))
-        assert wait_until(lambda: sample(running, "obsbox_bridge_source_problems", {"kind": "read"}) == 0)
+        wait_until(
+            lambda: not sick.check(received(running)).lost, 20, "every line of the failing file, once it reads again"
+        )
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_source_problems", {"kind": "read"}) == 0,
+            20,
+            "the read problem to clear",
+        )
 
         disk.failing.set()  # broken again, in the middle of the file: said again, once
         sick.append(bad, 50)
         for path in good:
             healthy.append(path, 100)
-        assert wait_until(lambda: not healthy.check(received(running)).lost), "the healthy files stopped"
-        assert wait_until(lambda: sample(running, "obsbox_bridge_errors_total", {"kind": "read"}) == 2)
+        wait_until(lambda: not healthy.check(received(running)).lost, 20, "the healthy files stopped")
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_errors_total", {"kind": "read"}) == 2,
+            20,
+            "a second read error episode",
+        )
         disk.failing.clear()
-        assert wait_until(lambda: not sick.check(received(running)).lost), sick.check(received(running))
+        wait_until(
+            lambda: not sick.check(received(running)).lost, 20, "every line of the failing file, once it reads again"
+        )
     finally:
         disk.failing.clear()
         running.stop()
@@ -169,9 +173,9 @@ def test_a_file_rotated_away_while_stopped_and_failing_at_restart_waits_and_the_
         def fresh_arrived() -> bool:
             return fresh.isdisjoint(ledger.check(received(first) + received(second)).lost)
 
-        assert wait_until(fresh_arrived), "the healthy files stopped"
+        wait_until(fresh_arrived, 20, "the healthy files stopped")
         disk.failing.clear()
-        assert wait_until(lambda: not ledger.check(received(first) + received(second)).lost), "the rotated file waits"
+        wait_until(lambda: not ledger.check(received(first) + received(second)).lost, 20, "the rotated file waits")
     finally:
         disk.failing.clear()
         second.stop()
@@ -400,11 +404,19 @@ def test_patterns_that_match_nothing_or_name_a_folder_are_said_once_and_again_on
         assert sample(running, "obsbox_bridge_errors_total", {"kind": "stat"}) == 2  # loop.json and loop2.json
 
         ledger.append(later / "svc.json", 5)  # the pattern matches now: said, and shown
-        assert wait_until(lambda: sample(running, "obsbox_bridge_files_matched", {"pattern": include[1]}) == 1)
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_files_matched", {"pattern": include[1]}) == 1,
+            20,
+            "the pattern to match one file",
+        )
         assert sample(running, "obsbox_bridge_source_problems", {"kind": "no_match"}) == 0
         running.wait_for(10)
         (later / "svc.json").unlink()  # and nothing again: said again
-        assert wait_until(lambda: sample(running, "obsbox_bridge_errors_total", {"kind": "no_match"}) == 2)
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_errors_total", {"kind": "no_match"}) == 2,
+            20,
+            "a second no_match episode",
+        )
     finally:
         running.stop()
     assert len(warnings_naming(caplog, str(later))) == 2
@@ -427,19 +439,27 @@ def test_lag_and_unacked_age_grow_while_the_sink_is_down_and_fall_to_zero_when_i
     running = Running([str(log)], tmp_path / "state", sinks={"loki": {"url": receiver.url, "retry": retry}})
     path = {"path": str(log)}
     try:
-        assert wait_until(lambda: (sample(running, "obsbox_bridge_lag_bytes", path) or 0) > 0), "no lag while down"
+        wait_until(lambda: (sample(running, "obsbox_bridge_lag_bytes", path) or 0) > 0, 20, "no lag while down")
         assert sample(running, "obsbox_bridge_lag_bytes", path) == log.stat().st_size
         first_age = sample(running, "obsbox_bridge_oldest_unacked_age_seconds", path)
         ledger.append(log, 20)
-        assert wait_until(lambda: sample(running, "obsbox_bridge_lag_bytes", path) == log.stat().st_size)
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_lag_bytes", path) == log.stat().st_size,
+            20,
+            "lag to reach the file's size",
+        )
         time.sleep(0.5)
         assert sample(running, "obsbox_bridge_oldest_unacked_age_seconds", path) > (first_age or 0) + 0.3
-        assert wait_until(lambda: receiver.requests), "the sink never tried"
+        wait_until(lambda: receiver.requests, 20, "the sink never tried")
         assert all(status == 503 for _, _, status in receiver.requests)
 
         receiver.accept()
-        assert wait_until(lambda: sample(running, "obsbox_bridge_lag_bytes", path) == 0), "lag stayed up"
-        assert wait_until(lambda: sample(running, "obsbox_bridge_oldest_unacked_age_seconds", path) == 0)
+        wait_until(lambda: sample(running, "obsbox_bridge_lag_bytes", path) == 0, 20, "lag stayed up")
+        wait_until(
+            lambda: sample(running, "obsbox_bridge_oldest_unacked_age_seconds", path) == 0,
+            20,
+            "the unacknowledged age to fall to 0",
+        )
     finally:
         running.stop()
         receiver.stop()

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,13 +19,15 @@ import yaml
 
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
+from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.deadletter import DeadLetter, default_path
 from obsbox.exporters.bridge.runner import Bridge
 from obsbox.exporters.bridge.sources.positions import Position, PositionsError, PositionsFile
 from tests.bridge.harness import Running
+from tests.bridge.test_components import DeadSink  # a sink that always returns FAILURE
 from tests.faults.ledger import Ledger, lines_of
 from tests.faults.mounts import fill, need_root, read_only, small_tmpfs
-from tests.faults.test_outputs import wait_until
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,8 +111,8 @@ def test_what_the_bridge_keeps_is_its_owners_only(tmp_path):
     try:
         run = Running([str(app)], state, sinks={"file": {"path": str(out)}})
         try:
-            wait_until(lambda: not ledger.check(lines_of(out)).lost, "the lines are in the output")
-            wait_until((state / "positions.json").exists, "positions are saved")
+            wait_until(lambda: not ledger.check(lines_of(out)).lost, 30, "the lines are in the output")
+            wait_until((state / "positions.json").exists, 30, "positions are saved")
         finally:
             run.stop()
         DeadLetter(default_path(state, "otlp")).write("otlp", [], "refused", 400)
@@ -202,7 +205,7 @@ def test_positions_edited_while_running_are_not_read_again_but_refused_at_the_ne
     run = Running([str(app)], state, sinks={"file": {"path": str(out)}})
     positions = state / "positions.json"
     try:
-        wait_until(lambda: positions.exists() and not ledger.check(lines_of(out)).lost, "the lines are committed")
+        wait_until(lambda: positions.exists() and not ledger.check(lines_of(out)).lost, 30, "the lines are committed")
         saved = orjson.loads(positions.read_bytes())
         del saved["files"][0]["offset"]
         positions.write_bytes(orjson.dumps(saved))
@@ -235,3 +238,59 @@ def test_positions_that_do_not_fit_on_a_full_disk_leave_the_saved_ones_whole(tmp
             filler.unlink()
         positions.save(many)
         assert PositionsFile(positions.path).load() == many
+
+
+def test_positions_that_cannot_be_saved_mid_run_are_said_once_and_saved_when_the_disk_has_room(tmp_path):
+    """The state dir's disk fills up while the bridge runs: lines keep arriving at the sink, the
+    failed save is said once and counted (not a traceback that stops the pipeline), and the first
+    commit after space is back saves positions up to every acknowledged line."""
+    ledger = Ledger("positions")
+    app = tmp_path / "app.json"
+    ledger.append(app, 50)
+    with small_tmpfs(tmp_path / "state") as state:
+        running = Running([str(app)], state)
+        try:
+            assert len(running.wait_for(50)) == 50
+            filler = fill(state)
+            ledger.append(app, 50)
+            assert len(running.wait_for(100)) == 100, "the bridge stopped delivering when positions could not be saved"
+            errors = running.bridge.metrics.registry.get_sample_value
+            wait_until(lambda: errors("obsbox_bridge_errors_total", {"kind": "positions"}) == 1, 10, "one error")
+            assert running.thread.is_alive()
+            filler.unlink()
+            ledger.append(app, 50)
+            assert len(running.wait_for(150)) == 150
+        finally:
+            running.stop()
+        ledger.check(rec.raw for rec in running.sink.records()).assert_delivered()
+        (saved,) = PositionsFile(state / "positions.json").load()
+        assert saved.offset == app.stat().st_size, "the positions saved after the disk had room again"
+
+
+def test_a_dead_letter_file_on_a_full_disk_is_written_once_there_is_room_and_only_then_acknowledged(tmp_path):
+    """A sink gives up on a batch while the state dir's disk is full: the dead-letter write is retried
+    (said in one line each time, no traceback), and once there is room every line is there whole;
+    positions move only after that."""
+    registry.register("sinks", DeadSink)
+    ledger = Ledger("buried")
+    app = tmp_path / "app.json"
+    ledger.append(app, 20)
+    with small_tmpfs(tmp_path / "state") as state:
+        data = config_data(app, state, tmp_path / "unused.jsonl", once=True)
+        data["sinks"] = {"dead_test": {}}
+        data["pipelines"]["logs"]["sinks"] = ["dead_test"]
+        data["settings"]["retry"] = {"initial_interval": 0.01, "max_interval": 0.05, "max_elapsed_time": 0.2}
+        bridge = Bridge(bridge_config.from_data(data))
+        filler = fill(state)
+        thread = threading.Thread(target=bridge.run, daemon=True)
+        thread.start()
+        sample = bridge.metrics.registry.get_sample_value
+        wait_until(lambda: (sample("obsbox_bridge_errors_total", {"kind": "dead_letter"}) or 0) >= 2, 20, "retries")
+        assert not (state / "positions-logs-tail.json").exists(), "positions moved before the lines were kept"
+        filler.unlink()
+        thread.join(30)
+        assert not thread.is_alive()
+        dead = default_path(state, "dead_test")
+        ledger.check(orjson.loads(entry)["line"].encode() for entry in lines_of(dead)).assert_delivered()
+        assert sample("obsbox_bridge_lines_shipped_total", {"sink": "dead_test", "outcome": "dead_lettered"}) == 20
+        assert PositionsFile(state / "positions-logs-tail.json").load()[0].offset == app.stat().st_size

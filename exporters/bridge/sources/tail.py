@@ -258,8 +258,19 @@ class TailSource(Source[TailCheckpoint]):
         return seen.bytes_read
 
     def commit(self, checkpoint: TailCheckpoint) -> None:
+        """Save the positions. A save that fails (the disk filled up or went read-only since the
+        start) is said once and counted; the bridge goes on, and the next commit saves them all,
+        so a restart meanwhile reads again, never skips."""
         with self.lock:
-            self.positions.save(self.tracker.commit(checkpoint))
+            positions = self.tracker.commit(checkpoint)
+            where = ("positions", None)
+            try:
+                self.positions.save(positions)
+            except OSError as exc:
+                why = f"cannot save positions to {self.positions.path} ({exc.strerror or exc}); trying again at the next batch"
+                self.problems.report(where, "positions", why)
+            else:
+                self.problems.clear(where, f"positions are saved to {self.positions.path} again")
 
     def exhausted(self) -> bool:
         with self.lock:
