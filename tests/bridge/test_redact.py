@@ -63,13 +63,14 @@ def test_custom_rules_and_disabled_builtins():
 def test_hyperscan_and_re_paths_find_the_same_lines(monkeypatch):
     lines = [case[0].encode() for case in CASES.values()] + [b'{"clean": %d}' % i for i in range(50)]
     with_scanner = RedactProcessor(build(RedactConfig, {}), context())
-    if with_scanner.scanner is None:
+    if not isinstance(with_scanner.prefilter, redact._HyperscanPrefilter):
         pytest.fail("hyperscan is not importable here; it is a dependency on x86_64 Linux")
     monkeypatch.setattr(redact, "hyperscan", None)
     without = RedactProcessor(build(RedactConfig, {}), context())
-    assert without.scanner is None
+    assert isinstance(without.prefilter, redact._RePrefilter)
     batch_a, batch_b = traced(*lines), traced(*lines)
-    assert with_scanner.candidates(batch_a) == without.candidates(batch_b) == list(range(len(CASES)))
+    assert with_scanner.candidates(batch_a) == without.candidates(batch_b)
+    assert sorted(with_scanner.candidates(batch_a)) == list(range(len(CASES)))
     assert [r.raw for r in with_scanner.process(batch_a)] == [r.raw for r in without.process(batch_b)]
 
 
