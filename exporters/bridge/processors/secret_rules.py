@@ -42,7 +42,7 @@ _WORDS = frozenset({"pass", "auth", "pw"})
 _ABOUT = frozenset(
     (
         *("count", "counts", "type", "types", "kind", "length", "len", "size", "name", "names", "id", "ids"),
-        *("version", "required", "reset", "expires", "expiry", "expiration", "expired", "ttl", "age"),
+        *("version", "required", "reset", "expires", "in", "expiry", "expiration", "expired", "ttl", "age"),
         *("url", "uri", "endpoint", "file", "path", "enabled", "disabled", "present", "provided", "valid"),
         *("invalid", "changed", "updated", "rotated", "at", "time", "timeout", "ms", "seconds", "limit"),
         *("limits", "policy", "strength", "hint", "field", "fields", "source", "label", "format"),
