@@ -18,9 +18,15 @@ Built-in rules (names for ``disable:``, and the ``rule`` label of ``obsbox_bridg
 Rules run on the line's bytes, so lines that are not JSON are redacted too; a redacted JSON line is
 parsed again so later stages see clean fields.
 
-Speed: a batch is scanned once, as one buffer, by Hyperscan (SIMD, all rules at once, in prefilter
-mode) where it is installed; only lines with a candidate match go through Python's ``re``. Without
-Hyperscan the same rules run through one combined ``re`` over the buffer, correct but slower.
+Which secrets a line has is not decided by a regex run over it: like Gitleaks, each rule has
+keywords (``xox`` for Slack tokens, ``pass`` or ``token`` for secret-named keys), and a rule is
+tried only on the lines that contain one of its keywords.
+
+Speed: a batch is scanned once, as one buffer, for every rule's keywords: by Hyperscan (SIMD, all
+keywords at once) where it is installed, else by one ``re`` literal search per keyword (each a
+fast scan). Only the rules whose keywords a line holds then run on it. Custom rules have no
+keywords: their own patterns are scanned for (Hyperscan in prefilter mode, else ``re``), and a
+line they may match is tried with every rule.
 Threading: pipeline thread only.
 """
 
@@ -30,15 +36,15 @@ import bisect
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
-from obsbox.exporters.bridge.processors import secret_rules
-from obsbox.exporters.bridge.processors.secret_rules import AUTH_SCHEME, KEYWORDS, MASK, SHAPES, is_secret_key
+from obsbox.exporters.bridge.processors.secret_rules import KEYWORDS, MASK, SHAPES
+from obsbox.exporters.bridge.processors.secret_values import Span, field_values, pair_values
 from obsbox.exporters.bridge.record import Record
 
 hyperscan: Any
@@ -47,138 +53,35 @@ try:  # x86_64 wheels; elsewhere the ``re`` path serves
 except ImportError:  # pragma: no cover - depends on the platform
     hyperscan = None
 
-Span = tuple[int, int, bytes]  # what to replace: start, end, replacement
-Finder = Callable[["re.Match[bytes]", bool], "Span | None"]
+Finder = Callable[[bytes, bool], Iterable[Span]]  # (line, whether it is JSON) -> what to replace
 
 
-# -- JSON values under a secret key ------------------------------------------------------------
-# Each level of JSON has its quote: ``"`` in the line, ``\"`` in JSON carried inside a string.
-_STRING = {
-    b'"': re.compile(rb'"((?:[^"\\]|\\.)*)"'),
-    b'\\"': re.compile(rb'\\"((?:[^"\\]|\\[^"\\]|\\\\(?:\\.|[^"\\]))*)\\"'),
-}
-# Inside a composite value: strings, brackets, and (one level down) the end of the outer string.
-_TOKENS = {
-    b'"': re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]'),
-    b'\\"': re.compile(_STRING[b'\\"'].pattern + rb'|\\.|"|[\[\]{}]'),
-}
-_NUMBER = re.compile(rb"-?\d[\d.eE+-]*")
-
-
-def _composite_end(raw: bytes, start: int, quote: bytes) -> int:
-    """Where the object or array at ``start`` ends; if it never closes, where its string or line does."""
-    depth = 0
-    for token in _TOKENS[quote].finditer(raw, start):
-        kind = token.group()
-        if kind in (b"{", b"["):
-            depth += 1
-        elif kind in (b"}", b"]"):
-            depth -= 1
-            if depth == 0:
-                return token.end()
-        elif kind == b'"':  # the string carrying this JSON ends: so does the value
-            return token.start()
-    return len(raw)
-
-
-def _field_value(match: re.Match[bytes], _in_json: bool) -> Span | None:
-    """The value of a JSON field with a secret key, to be replaced by the string ``"[REDACTED]"``."""
-    quote, key, closing = match.group(1, 2, 3)
-    if quote != closing or not is_secret_key(key.decode("ascii", "replace")):
-        return None
-    raw, start = match.string, match.end()
-    if raw.startswith(quote, start):
-        string = _STRING[quote].match(raw, start)
-        if string is None or not string.group(1) or string.group(1) == MASK:
-            return None
-        end = string.end()
-    elif raw[start : start + 1] in (b"{", b"["):
-        end = _composite_end(raw, start, quote)
-    elif number := _NUMBER.match(raw, start):
-        end = number.end()
-    else:  # true, false, null: no secret, and useful as they are
-        return None
-    return start, end, quote + MASK + quote
-
-
-# -- key=value in text -------------------------------------------------------------------------
-_KEY_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_KEY_TAIL = re.compile(rb"[\w.-]*")
-_OPENINGS = (b"b'", b"'", b'\\"', b'"')
-_CONTENT = {
-    b"b'": re.compile(rb"[^'\"\\\n]*"),
-    b"'": re.compile(rb"[^'\"\\\n]*"),
-    b'\\"': re.compile(rb'(?:[^"\\]|\\[^"])*'),
-    b'"': re.compile(rb'(?:[^"\\]|\\.)*'),
-    b"": re.compile(rb"[^\s\"'\\&,;)\]}>]*"),
-}
-_STRUCTURES = (b"[", b"{", b"(", b"<")
-_NOT_SECRET_VALUES = frozenset({b"true", b"false", b"null", b"none", b"nil"})
-
-
-def _run_end(run: re.Pattern[bytes], raw: bytes, start: int) -> int:
-    """Where ``run`` (a pattern that may match nothing) stops matching from ``start``."""
-    found = run.match(raw, start)
-    return found.end() if found else start
-
-
-def _pair_value(match: re.Match[bytes], in_json: bool) -> Span | None:
-    """The value after a secret-named key in text; an ``Authorization`` scheme stays readable."""
-    raw = match.string
-    key_start = match.start()
-    while key_start and raw[key_start - 1] in _KEY_BYTES:
-        key_start -= 1
-    key_end = _run_end(_KEY_TAIL, raw, match.start())
-    if not is_secret_key(raw[key_start:key_end].decode("ascii")):
-        return None
-    start = match.end()
-    opening = next((o for o in _OPENINGS if raw.startswith(o, start)), b"")
-    if opening == b'"' and in_json:  # a bare quote ends the JSON string the pair is in
-        opening = b""
-    start += len(opening)
-    if not opening and raw[start : start + 1] in _STRUCTURES:  # a list or object in text: its own keys tell
-        return None
-    if scheme := AUTH_SCHEME.match(raw, start):
-        start = scheme.end()
-    end = _run_end(_CONTENT[opening], raw, start)
-    value = raw[start:end]
-    if not value or value.startswith(MASK) or value.lower() in _NOT_SECRET_VALUES:
-        return None
-    return start, end, MASK
-
-
-# -- rules ----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rule:
-    """A named rule: a pattern, and what replaces a match (a template, or a finder that reads the
-    value after the match and says what to replace, or None to keep it). ``keywords`` (lowercase)
-    are what a line must contain for the rule to be tried; without them the pattern itself is
-    the prefilter's."""
+    """A named rule: a pattern and its replacement template, or a finder that says what to replace.
+    ``keywords`` (lowercase) are what a line must contain for the rule to be tried; without them
+    the pattern itself is the prefilter's."""
 
     name: str
-    pattern: bytes
+    pattern: bytes | None
     replacement: bytes | Finder
     keywords: tuple[bytes, ...] = ()
 
-    def apply(self, regex: re.Pattern[bytes], raw: bytes, in_json: bool) -> tuple[bytes, int]:
-        if isinstance(self.replacement, bytes):
+    def apply(self, regex: re.Pattern[bytes] | None, raw: bytes, in_json: bool) -> tuple[bytes, int]:
+        if regex is not None and isinstance(self.replacement, bytes):
             return regex.subn(self.replacement, raw)
+        assert callable(self.replacement)
         pieces: list[bytes] = []
-        done = hits = 0
-        match = regex.search(raw)
-        while match is not None:
-            span = self.replacement(match, in_json)
-            if span is None:
-                match = regex.search(raw, match.end())
+        done = 0
+        for start, end, text in self.replacement(raw, in_json):
+            if start < done:  # inside a value already replaced (a nested object's own keys)
                 continue
-            start, end, text = span
             pieces += (raw[done:start], text)
-            done, hits = end, hits + 1
-            match = regex.search(raw, end)
-        return (b"".join(pieces) + raw[done:], hits) if hits else (raw, 0)
+            done = end
+        return (b"".join(pieces) + raw[done:], len(pieces) // 2) if pieces else (raw, 0)
 
 
-def _builtin(name: str, pattern: bytes, replacement: bytes | Finder) -> Rule:
+def _builtin(name: str, pattern: bytes | None, replacement: bytes | Finder) -> Rule:
     return Rule(name, pattern, replacement, KEYWORDS[name])
 
 
@@ -188,9 +91,9 @@ BUILTIN: dict[str, Rule] = {
     rule.name: rule
     for rule in (
         _builtin("private_key", *SHAPES["private_key"]),
-        _builtin("secret_field", secret_rules.FIELD, _field_value),
+        _builtin("secret_field", None, field_values),
         *(_builtin(name, *spec) for name, spec in SHAPES.items() if name != "private_key"),
-        _builtin("secret_pair", secret_rules.PAIR, _pair_value),
+        _builtin("secret_pair", None, pair_values),
     )
 }
 
@@ -228,7 +131,7 @@ class RedactProcessor(Processor):
         super().__init__(config, context)
         rules = [rule for name, rule in BUILTIN.items() if config.builtin and name not in config.disable]
         rules += [Rule(r.name, r.pattern.encode(), r.replacement.encode()) for r in config.rules]
-        self.rules = [(rule, re.compile(rule.pattern)) for rule in rules]
+        self.rules = [(rule, re.compile(rule.pattern) if rule.pattern else None) for rule in rules]
         self.prefilter = (_HyperscanPrefilter if hyperscan else _RePrefilter)(rules) if rules else None
 
     def candidates(self, records: list[Record]) -> dict[int, set[int] | None]:
@@ -294,7 +197,7 @@ class _HyperscanPrefilter:
     def __init__(self, rules: list[Rule]) -> None:
         expressions, ids, flags = [], [], []
         for number, rule in enumerate(rules):
-            for pattern in rule.keywords or (rule.pattern,):
+            for pattern in rule.keywords or ((rule.pattern,) if rule.pattern else ()):
                 expressions.append(pattern)
                 ids.append(number)
                 flags.append(hyperscan.HS_FLAG_CASELESS if rule.keywords else hyperscan.HS_FLAG_PREFILTER)
@@ -323,7 +226,7 @@ class _RePrefilter:
             for keyword in rule.keywords:
                 owners.setdefault(keyword, []).append(number)
         self.keywords = [(re.compile(keyword), numbers) for keyword, numbers in owners.items()]
-        patterns = [rule.pattern for rule in rules if not rule.keywords]
+        patterns = [rule.pattern for rule in rules if not rule.keywords and rule.pattern]
         self.patterns = re.compile(b"|".join(b"(?:" + p + b")" for p in patterns)) if patterns else None
 
     def scan(self, blob: bytes) -> list[Hit]:

@@ -20,15 +20,16 @@ from functools import lru_cache
 
 MASK = b"[REDACTED]"
 
-# Words that make a key name a secret's, as a regex over the bytes of a line: the candidates' view.
-# :func:`is_secret_key` decides on the whole key. ``token`` followed by ``s`` (``max_tokens``,
-# ``prompt_tokens``: counts in every LLM API) is not even a candidate.
-KEY_WORD = rb"(?i:pass|pwd|secret|token(?!s)|api[_.-]?key|access[_.-]?key|private[_.-]?key|cred|auth|cookie|signature)"
-# The same words as keywords (see KEYWORDS).
+# What a secret-named key contains, as keywords (see KEYWORDS): a line without one of them has no
+# such key. ``token`` followed by ``s`` (``max_tokens``, ``prompt_tokens``: counts in every LLM
+# API) is not one. :func:`is_secret_key` decides on the whole key.
 _KEY_KEYWORDS = (
     *(b"pass", b"pwd", b"secret", b"token(?:[^s]|$)", b"cred", b"auth", b"cookie", b"signature"),
     *(word + sep + b"key" for word in (b"api", b"access", b"private") for sep in (b"", b"_", b".", b"-")),
 )
+# The words a candidate line is searched for to find its keys (fewer searches: ``key`` serves
+# ``api_key``, ``accessKey``, ``private-key``).
+KEY_WORDS = (b"pass", b"pwd", b"secret", b"token", b"cred", b"auth", b"cookie", b"signature", b"key")
 
 # Contained anywhere in the key once its separators are gone (``dbpassword``, ``xapikey``).
 _CONTAINED = re.compile(
@@ -36,7 +37,7 @@ _CONTAINED = re.compile(
     r"|authorization|cookie|signature"
 )
 # Secret only as a word of their own: ``pass`` but not ``passed``, ``auth`` but not ``author``.
-_WORDS = frozenset({"pass", "auth", "pw"})
+_WORDS = frozenset({"pass", "auth"})
 # A key whose last word is one of these names something about a secret, not the secret (Gitleaks'
 # allowlist: ``secret[_.-]?(?:length|name|size)``, ``api[_.-]?(?:id|name|version)``, ``key[_.-]?file``...).
 _ABOUT = frozenset(
@@ -122,14 +123,6 @@ SHAPES: dict[str, tuple[bytes, bytes]] = {
     "bearer": (rb"(\b[Bb]earer\s+)[A-Za-z0-9\-._~+/]{8,}=*", rb"\1" + MASK),
     "url_password": (rb"(\b[a-zA-Z][a-zA-Z0-9+.\-]*:(?:\\?/){2}[^\s:/@\"\\]+:)[^\s@/\"\\]+@", rb"\1" + MASK + b"@"),
 }
-
-# A JSON field whose key holds a secret word: ``"db_password":`` and, in JSON carried inside a
-# string, ``\"db_password\":``. The value is read by the processor (any JSON type).
-FIELD = rb'(\\?")([^"\\]{0,80}?' + KEY_WORD + rb'[^"\\]{0,80})(\\?")\s*:\s*'
-# A key and a value in text: logfmt ``password=x``, ``pwd: x``, ``?api_key=x&``, headers
-# ``Authorization: Basic x``, Python reprs ``'password': 'x'``, Ruby ``"password"=>"x"``. The key
-# is the run of ``[\w.-]`` around the word; the value is read by the processor.
-PAIR = KEY_WORD + rb"[\w.-]{0,40}[\"']?\s*(?:=>|:|=)\s*"
 
 # What a line must contain, lowercased, for a rule to be tried on it: Gitleaks' ``keywords``, its
 # prefilter. Each is a literal, or a regex that both Hyperscan and ``re`` read the same way.
