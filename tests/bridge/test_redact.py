@@ -50,13 +50,14 @@ def test_clean_lines_are_untouched_and_secrets_in_plain_text_lines_are_redacted(
     assert recs[1].raw == b"login failed for https://bob:[REDACTED]@example.com/x" and recs[1].fields is None
 
 
-def test_custom_rules_and_disabled_builtins():
-    (rec,) = redacted(
-        b'{"card": "4111 1111 1111 1111", "Password": "x"}',
-        disable=["secret_field"],
-        rules=[{"name": "card", "pattern": r"\b(?:\d{4} ){3}\d{4}\b", "replacement": "[CARD]"}],
-    )
-    assert rec.raw == b'{"card": "[CARD]", "Password": "x"}'
+def test_custom_rules_and_disabled_builtins(make):
+    card = {"name": "card", "pattern": r"\b(?:\d{4} ){3}\d{4}\b", "replacement": "[CARD]"}
+    lines = (b'{"n": 1}', b'{"card": "4111 1111 1111 1111", "Password": "x"}', b"paid with 4111 1111 1111 1111")
+    recs = redacted_by(make(disable=["secret_field"], rules=[card]), *lines)
+    assert [rec.raw for rec in recs] == [b'{"n": 1}', b'{"card": "[CARD]", "Password": "x"}', b"paid with [CARD]"]
+    everything_else = [name for name in redact.BUILTIN if name != "secret_pair"]
+    (rec,) = redacted_by(make(disable=everything_else), b"level=info password=x")
+    assert rec.raw == b"level=info password=[REDACTED]"
     with pytest.raises(Exception, match="cannot disable unknown rules"):
         build(RedactConfig, {"disable": ["nope"]})
     with pytest.raises(Exception, match="invalid regular expression"):

@@ -25,8 +25,7 @@ tried only on the lines that contain one of its keywords.
 Speed: a batch is scanned once, as one buffer, for every rule's keywords: by Hyperscan (SIMD, all
 keywords at once) where it is installed, else by one ``re`` literal search per keyword (each a
 fast scan). Only the rules whose keywords a line holds then run on it. Custom rules have no
-keywords: their own patterns are scanned for (Hyperscan in prefilter mode, else ``re``), and a
-line they may match is tried with every rule.
+keywords: their own patterns are scanned for (Hyperscan in prefilter mode, else ``re``).
 Threading: pipeline thread only.
 """
 
@@ -134,9 +133,9 @@ class RedactProcessor(Processor):
         self.rules = [(rule, re.compile(rule.pattern) if rule.pattern else None) for rule in rules]
         self.prefilter = (_HyperscanPrefilter if hyperscan else _RePrefilter)(rules) if rules else None
 
-    def candidates(self, records: list[Record]) -> dict[int, set[int] | None]:
-        """The records in which some rule may match, by index: each with the rules to try (indexes
-        into ``self.rules``), or None for all of them."""
+    def candidates(self, records: list[Record]) -> dict[int, set[int]]:
+        """The records in which some rule may match, by index, each with the rules to try on it
+        (indexes into ``self.rules``)."""
         if self.prefilter is None:
             return {}
         blob = b"\n".join(rec.raw for rec in records)
@@ -144,14 +143,9 @@ class RedactProcessor(Processor):
         if not hits:
             return {}
         starts = list(itertools.accumulate((len(rec.raw) + 1 for rec in records), initial=0))
-        found: dict[int, set[int] | None] = {}
+        found: dict[int, set[int]] = {}
         for rule, end in hits:
-            line = bisect.bisect_right(starts, end - 1) - 1
-            tried = found.setdefault(line, set())
-            if rule is None:
-                found[line] = None
-            elif tried is not None:
-                tried.add(rule)
+            found.setdefault(bisect.bisect_right(starts, end - 1) - 1, set()).add(rule)
         return found
 
     def process(self, records: list[Record]) -> list[Record]:
@@ -161,7 +155,7 @@ class RedactProcessor(Processor):
             raw, out = rec.raw, rec.out
             in_json = raw.lstrip()[:1] == b"{"
             for number, (rule, regex) in enumerate(self.rules):
-                if tried is not None and number not in tried:
+                if number not in tried:
                     continue
                 raw, hits = rule.apply(regex, raw, in_json)
                 if hits:
@@ -187,7 +181,7 @@ class RedactProcessor(Processor):
             self.context.metrics.errors.labels("redact").inc()
 
 
-Hit = tuple["int | None", int]  # the rule a prefilter match is for (None: unknown, try all), and its end
+Hit = tuple[int, int]  # the rule a prefilter match is for, and an offset just past a byte of its line
 
 
 class _HyperscanPrefilter:
@@ -218,7 +212,7 @@ class _HyperscanPrefilter:
 class _RePrefilter:
     """Without Hyperscan: each keyword searched for on its own in the lowercased batch (a literal
     search in ``re`` is a fast scan; one alternation of them all is forty times slower), and the
-    patterns of rules without keywords as one ``re``, whose lines are tried with every rule."""
+    pattern of each rule without keywords."""
 
     def __init__(self, rules: list[Rule]) -> None:
         owners: dict[bytes, list[int]] = {}
@@ -226,14 +220,13 @@ class _RePrefilter:
             for keyword in rule.keywords:
                 owners.setdefault(keyword, []).append(number)
         self.keywords = [(re.compile(keyword), numbers) for keyword, numbers in owners.items()]
-        patterns = [rule.pattern for rule in rules if not rule.keywords and rule.pattern]
-        self.patterns = re.compile(b"|".join(b"(?:" + p + b")" for p in patterns)) if patterns else None
+        self.patterns = [(re.compile(r.pattern), n) for n, r in enumerate(rules) if r.pattern and not r.keywords]
 
     def scan(self, blob: bytes) -> list[Hit]:
         hits: list[Hit] = []
         lowered = blob.lower()
         for keyword, numbers in self.keywords:
             hits += ((number, m.end()) for m in keyword.finditer(lowered) for number in numbers)
-        if self.patterns is not None:
-            hits += ((None, m.end()) for m in self.patterns.finditer(blob))
+        for pattern, number in self.patterns:
+            hits += ((number, m.start() + 1) for m in pattern.finditer(blob))  # the line it starts in
         return hits
