@@ -7,10 +7,13 @@ from pathlib import Path
 import orjson
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from obsbox.config import build
 from obsbox.exporters.bridge.processors import redact
 from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
+from obsbox.exporters.bridge.processors.secret_rules import is_secret_key
 from tests.bridge.harness import context, traced
 
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
@@ -98,8 +101,10 @@ def make(request, monkeypatch):
     elif redact.hyperscan is None:
         pytest.fail("hyperscan is not importable here; it is a dependency on x86_64 Linux")
 
+    default = RedactProcessor(build(RedactConfig, {}), context())
+
     def processor(ctx=None, **options):
-        return RedactProcessor(build(RedactConfig, options), ctx or context())
+        return RedactProcessor(build(RedactConfig, options), ctx or context()) if ctx or options else default
 
     return processor
 
@@ -316,3 +321,23 @@ def test_a_rule_that_breaks_the_json_is_counted_and_the_line_goes_on_as_text(mak
     (rec,) = make(ctx, rules=[{"name": "quote", "pattern": '"n"', "replacement": "n"}]).process(traced(b'{"n": 1}'))
     assert rec.raw == b"{n: 1}" and rec.fields is None and rec.parse_error
     assert ctx.metrics.errors.labels("redact")._value.get() == 1
+
+
+KEYS = st.sampled_from(["password", "db_password", "secretKey", "token", "auth", "user", "msg", "max_tokens", "n"])
+TEXT = st.text(alphabet=st.sampled_from('ab"\\/:=&{}[], \n\u00e9'), max_size=12)
+NUMBER = st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+JSON = st.recursive(
+    st.none() | st.booleans() | NUMBER | TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(obj=st.dictionaries(KEYS, JSON | JSON.map(lambda v: orjson.dumps({"password": v}).decode()), min_size=1))
+def test_any_json_line_stays_json_with_its_secret_keys_masked(obj, make):
+    (rec,) = redacted_by(make(), orjson.dumps(obj))
+    assert rec.fields is not None and rec.fields.keys() == obj.keys()
+    for key, value in obj.items():
+        if is_secret_key(key) and value not in (True, False, None, ""):
+            assert rec.fields[key] == "[REDACTED]", (key, value, rec.raw)
