@@ -22,10 +22,10 @@ Which secrets a line has is not decided by a regex run over it: like Gitleaks, e
 keywords (``xox`` for Slack tokens, ``pass`` or ``token`` for secret-named keys), and a rule is
 tried only on the lines that contain one of its keywords.
 
-Speed: a batch is scanned once, as one buffer: by Hyperscan (SIMD, every rule's pattern at once in
-prefilter mode, and the keywords of the rules found by a finder) where it is installed, else by
-one ``re`` literal search per keyword (each a fast scan). Only the rules that may match a line then
-run on it. Custom rules have no keywords: without Hyperscan their patterns are scanned with ``re``.
+Speed: a batch is scanned once, as one buffer, for every rule's keywords: by Hyperscan (SIMD, all
+at once) where it is installed, else by one ``re`` search per keyword (each a fast literal scan).
+Only the rules whose keywords a line holds then run on it. Custom rules have no keywords: their
+own patterns are scanned for (Hyperscan in prefilter mode, else ``re``).
 Threading: pipeline thread only.
 """
 
@@ -58,8 +58,8 @@ Finder = Callable[[bytes, bool], Iterable[Span]]  # (line, whether it is JSON) -
 @dataclass(frozen=True)
 class Rule:
     """A named rule: a pattern and its replacement template, or a finder that says what to replace.
-    ``keywords`` (lowercase) are what a line must contain for the rule to be tried: the ``re``
-    prefilter looks for them, and Hyperscan for those of a rule without a pattern."""
+    ``keywords`` (lowercase) are what a line must contain for the rule to be tried; without them
+    the pattern itself is the prefilter's."""
 
     name: str
     pattern: bytes | None
@@ -185,18 +185,18 @@ Hit = tuple[int, int]  # the rule a prefilter match is for, and an offset just p
 
 
 class _HyperscanPrefilter:
-    """Every rule's pattern (in prefilter mode: a superset of its matches), or for rules found by
-    a finder their keywords (caseless), in one Hyperscan database: one pass over a batch says which
-    rules to try on which lines. A pattern is more precise than keywords (``://`` is in every URL,
-    a password in few), and Hyperscan scans all of them at once."""
+    """Every rule's keywords (caseless), and the patterns of rules without any (in prefilter mode),
+    in one Hyperscan database: one pass over a batch says which rules to try on which lines.
+    Keywords, not patterns: Hyperscan reports every offset where a match may end, so a pattern
+    with an open tail (a private key's body) would call back once per byte of it."""
 
     def __init__(self, rules: list[Rule]) -> None:
         expressions, ids, flags = [], [], []
         for number, rule in enumerate(rules):
-            for pattern in (rule.pattern,) if rule.pattern else rule.keywords:
+            for pattern in rule.keywords or ((rule.pattern,) if rule.pattern else ()):
                 expressions.append(pattern)
                 ids.append(number)
-                flags.append(hyperscan.HS_FLAG_PREFILTER if rule.pattern else hyperscan.HS_FLAG_CASELESS)
+                flags.append(hyperscan.HS_FLAG_CASELESS if rule.keywords else hyperscan.HS_FLAG_PREFILTER)
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self.db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
         self.scratch = hyperscan.Scratch(self.db)

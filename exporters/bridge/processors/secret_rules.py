@@ -79,11 +79,12 @@ AUTH_SCHEME = re.compile(rb"(?i:basic|bearer|digest|token|negotiate|ntlm|aws4-hm
 # replacement keeps the part of the match that is not secret.
 _SLASH = rb"(?:\\?/)"  # ``/`` or the JSON-escaped ``\/``
 SHAPES: dict[str, tuple[bytes, bytes]] = {
-    # private-key (multi-line keys arrive as one line with JSON-escaped \n; a key cut short by
-    # truncation is redacted to the end of its string)
+    # private-key (multi-line keys arrive as one line with JSON-escaped \n). The body runs to the
+    # first -----END or the end of its string, so a key cut short by truncation goes too; it is
+    # read once, without backtracking (a lazy body retried at every byte took a second on 1 MiB).
     "private_key": (
-        rb"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----"
-        rb"(?:(?:[^\"\\]|\\.){16,}?-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|(?:[^\"\\]|\\.)*)",
+        rb"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[^\"\\-]+|\\.|-(?!----END))*"
+        rb"(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----)?",
         MASK,
     ),
     "jwt": (rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", MASK),  # jwt
@@ -125,7 +126,8 @@ SHAPES: dict[str, tuple[bytes, bytes]] = {
 }
 
 # What a line must contain, lowercased, for a rule to be tried on it: Gitleaks' ``keywords``, its
-# prefilter. Each is a literal, or a regex that both Hyperscan and ``re`` read the same way.
+# prefilter. Each is a literal, or a regex that starts with one (``re`` then scans for the literal
+# first) and ends where its match does (Hyperscan calls back at every end), read alike by both.
 KEYWORDS: dict[str, tuple[bytes, ...]] = {
     "private_key": (b"-----begin",),
     "secret_field": _KEY_KEYWORDS,
@@ -137,6 +139,8 @@ KEYWORDS: dict[str, tuple[bytes, ...]] = {
     "google_api_key": (b"aiza",),
     "gitlab_token": (b"gl(?:pat|dt|rt|ptt|cbt|ffct|ft|imt|agent|oas|soat)-", b"gr1348941"),
     "bearer": (b"bearer",),
-    "url_password": (b"://", rb":\\/", rb":/\\/"),
+    "url_password": tuple(
+        scheme + rb"[^\s:/@\"\\]+:[^\s@/\"\\]+@" for scheme in (b"://", rb":\\/\\/", rb":\\//", rb":/\\/")
+    ),
     "secret_pair": _KEY_KEYWORDS,
 }
