@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from obsbox.config import build
+from obsbox.config import ConfigError, build
 from obsbox.exporters.bridge.processors import redact
 from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
 from obsbox.exporters.bridge.processors.secret_rules import is_secret_key
@@ -65,6 +65,13 @@ def test_custom_rules_and_disabled_builtins(make):
         build(RedactConfig, {"disable": ["nope"]})
     with pytest.raises(Exception, match="invalid regular expression"):
         build(RedactConfig, {"rules": [{"name": "bad", "pattern": "("}]})
+
+
+def test_a_custom_rule_hyperscan_cannot_compile_is_a_config_error():
+    if redact.hyperscan is None:
+        pytest.fail("hyperscan is not importable here; it is a dependency on x86_64 Linux")
+    with pytest.raises(ConfigError, match="rule 'ascii': Hyperscan cannot compile the pattern"):
+        build(RedactConfig, {"rules": [{"name": "ascii", "pattern": r"(?a)\w+"}]})
 
 
 def test_hyperscan_and_re_paths_find_the_same_lines(monkeypatch):

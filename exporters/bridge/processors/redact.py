@@ -108,6 +108,14 @@ class RuleConfig:
             re.compile(self.pattern.encode())
         except re.error as exc:
             raise ValueError(f"rule {self.name!r}: invalid regular expression: {exc}") from None
+        if hyperscan is not None:  # the prefilter compiles it too: say so now, not at start-up
+            try:
+                _HyperscanPrefilter([Rule(self.name, self.pattern.encode(), b"")])
+            except hyperscan.error as exc:
+                raise ValueError(
+                    f"rule {self.name!r}: Hyperscan cannot compile the pattern ({exc}); "
+                    "use syntax both Python's re and Hyperscan read (no (?a), verbose comments or huge repeats)"
+                ) from None
 
 
 @dataclass
