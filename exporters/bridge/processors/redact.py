@@ -152,8 +152,8 @@ class RedactProcessor(Processor):
             return {}
         starts = list(itertools.accumulate((len(rec.raw) + 1 for rec in records), initial=0))
         found: dict[int, set[int]] = {}
-        for rule, end in hits:
-            found.setdefault(bisect.bisect_right(starts, end - 1) - 1, set()).add(rule)
+        for numbers, end in hits:
+            found.setdefault(bisect.bisect_right(starts, end - 1) - 1, set()).update(numbers)
         return found
 
     def process(self, records: list[Record]) -> list[Record]:
@@ -189,31 +189,41 @@ class RedactProcessor(Processor):
             self.context.metrics.errors.labels("redact").inc()
 
 
-Hit = tuple[int, int]  # the rule a prefilter match is for, and an offset just past a byte of its line
+Hit = tuple[tuple[int, ...], int]  # the rules a prefilter match is for, and an offset just past a byte of its line
+
+
+def _searches(rules: list[Rule]) -> list[tuple[bytes, tuple[int, ...]]]:
+    """What a prefilter looks for, each once, with the rules it is for: every keyword, and the
+    pattern of each rule without any (a keyword is shared by ``secret_field`` and ``secret_pair``)."""
+    owners: dict[bytes, list[int]] = {}
+    for number, rule in enumerate(rules):
+        for search in rule.keywords or ((rule.pattern,) if rule.pattern else ()):
+            owners.setdefault(search, []).append(number)
+    return [(search, tuple(numbers)) for search, numbers in owners.items()]
 
 
 class _HyperscanPrefilter:
-    """Every rule's keywords (caseless), and the patterns of rules without any (in prefilter mode),
-    in one Hyperscan database: one pass over a batch says which rules to try on which lines.
-    Keywords, not patterns: Hyperscan reports every offset where a match may end, so a pattern
-    with an open tail (a private key's body) would call back once per byte of it."""
+    """Every keyword (caseless), and the patterns of rules without any (in prefilter mode), in one
+    Hyperscan database: one pass over a batch says which rules to try on which lines. Keywords, not
+    patterns: Hyperscan reports every offset where a match may end, so a pattern with an open tail
+    (a private key's body) would call back once per byte of it."""
 
     def __init__(self, rules: list[Rule]) -> None:
-        expressions, ids, flags = [], [], []
-        for number, rule in enumerate(rules):
-            for pattern in rule.keywords or ((rule.pattern,) if rule.pattern else ()):
-                expressions.append(pattern)
-                ids.append(number)
-                flags.append(hyperscan.HS_FLAG_CASELESS if rule.keywords else hyperscan.HS_FLAG_PREFILTER)
+        searches = _searches(rules)
+        self.owners = [numbers for _, numbers in searches]
+        keyword = [bool(rules[numbers[0]].keywords) for _, numbers in searches]
+        flags = [hyperscan.HS_FLAG_CASELESS if k else hyperscan.HS_FLAG_PREFILTER for k in keyword]
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        self.db.compile(expressions=expressions, ids=ids, elements=len(expressions), flags=flags)
+        expressions = [search for search, _ in searches]
+        self.db.compile(expressions=expressions, ids=list(range(len(searches))), elements=len(searches), flags=flags)
         self.scratch = hyperscan.Scratch(self.db)
 
     def scan(self, blob: bytes) -> list[Hit]:
         hits: list[Hit] = []
+        owners = self.owners
 
-        def on_match(rule: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            hits.append((rule, end))
+        def on_match(search: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            hits.append((owners[search], end))
 
         self.db.scan(blob, match_event_handler=on_match, scratch=self.scratch)
         return hits
@@ -222,21 +232,16 @@ class _HyperscanPrefilter:
 class _RePrefilter:
     """Without Hyperscan: each keyword searched for on its own in the lowercased batch (a literal
     search in ``re`` is a fast scan; one alternation of them all is forty times slower), and the
-    pattern of each rule without keywords."""
+    pattern of each rule without keywords in the batch as it is."""
 
     def __init__(self, rules: list[Rule]) -> None:
-        owners: dict[bytes, list[int]] = {}
-        for number, rule in enumerate(rules):
-            for keyword in rule.keywords:
-                owners.setdefault(keyword, []).append(number)
-        self.keywords = [(re.compile(keyword), numbers) for keyword, numbers in owners.items()]
-        self.patterns = [(re.compile(r.pattern), n) for n, r in enumerate(rules) if r.pattern and not r.keywords]
+        self.searches = [
+            (re.compile(search), numbers, bool(rules[numbers[0]].keywords)) for search, numbers in _searches(rules)
+        ]
 
     def scan(self, blob: bytes) -> list[Hit]:
         hits: list[Hit] = []
         lowered = blob.lower()
-        for keyword, numbers in self.keywords:
-            hits += ((number, m.end()) for m in keyword.finditer(lowered) for number in numbers)
-        for pattern, number in self.patterns:
-            hits += ((number, m.start() + 1) for m in pattern.finditer(blob))  # the line it starts in
+        for search, numbers, keyword in self.searches:
+            hits += ((numbers, m.start() + 1) for m in search.finditer(lowered if keyword else blob))
         return hits

@@ -21,8 +21,18 @@ _KEY_RUN = re.compile(rb"[\w.-]*")
 _KEY_WORD = re.compile(b"|".join(KEY_WORDS))  # literals only: ``re`` skips to their first bytes
 
 
+class _Last:
+    """The last line's keys, as one (line, keys) pair (replaced whole, so threads never mix two):
+    ``secret_pair`` asks about the line ``secret_field`` left unchanged, most lines with a word."""
+
+    entry: tuple[bytes, list[tuple[int, int]]] = (b"", [])
+
+
 def _secret_keys(raw: bytes) -> list[tuple[int, int]]:
     """Start and end of each key in ``raw`` that names a secret, left to right."""
+    last, keys = _Last.entry
+    if last is raw:
+        return keys
     keys = []
     done = -1
     for word in _KEY_WORD.finditer(raw.lower()):
@@ -35,6 +45,7 @@ def _secret_keys(raw: bytes) -> list[tuple[int, int]]:
         done = _KEY_RUN.match(raw, at).end()  # type: ignore[union-attr]
         if is_secret_key(raw[start:done].decode("ascii")):
             keys.append((start, done))
+    _Last.entry = (raw, keys)
     return keys
 
 
