@@ -136,7 +136,7 @@ def test_metrics_endpoint_passes_promtool_and_counts(tmp_path):
     if promtool is None:
         pytest.fail("promtool is not installed: scripts/test installs Debian's prometheus package")
     log = tmp_path / "app.log"
-    log.write_bytes(lines(300) + b"garbage\n" + b'{"auth": "Bearer abcdefghijklmnopqrstuvwx"}\n')
+    log.write_bytes(lines(300) + b"garbage\n" + b'{"msg": "sent Bearer abcdefghijklmnopqrstuvwx"}\n')
     port = free_port()
     proc = bridge(str(log), "--to", f"file:{tmp_path / 'out.jsonl'}", "--no-positions", "--metrics-port", str(port))
     try:

@@ -1,13 +1,31 @@
 """``redact``: replace secrets with ``[REDACTED]`` before anything leaves the host. On by default.
 
-Built-in rules: secret-named JSON fields (``"password": "..."``, ``"authorization": "..."``),
-Bearer tokens, JWTs, common API-key shapes (``sk-…``, ``ghp_…``, ``github_pat_…``, ``AKIA…``) and
-passwords in URLs (``scheme://user:password@host``). Rules run on the line's bytes, so lines that are
-not JSON are redacted too; a redacted JSON line is parsed again so later stages see clean fields.
+Built-in rules (names for ``disable:``, and the ``rule`` label of ``obsbox_bridge_redactions_total``):
 
-Speed: a batch is scanned once, as one buffer, by Hyperscan (SIMD, all rules at once) where it is
-installed; only lines with a candidate match go through Python's ``re``. Without Hyperscan the
-same rules run through ``re`` over the buffer, correct but several times slower.
+- ``secret_field``: a JSON field whose key holds a secret word (``"db_password"``, ``"secretKey"``,
+  ``"X-Amz-Security-Token"``; see :func:`secret_rules.is_secret_key`), in the line and in JSON
+  carried inside a string (``"body": "{\\"password\\": \\"x\\"}"``). Its value, of any type but
+  ``true``, ``false`` and ``null``, becomes the string ``"[REDACTED]"``; a nested object or array
+  under the key goes whole, so the line still parses.
+- ``secret_pair``: the same keys in text: logfmt ``password=x``, ``pwd: x``, URL queries and
+  fragments (``?api_key=x&``, ``#access_token=x``), headers (``Authorization: Basic x`` keeps
+  ``Basic``), Python and Ruby reprs.
+- token shapes from Gitleaks' rules (see ``secret_rules``): ``private_key``, ``jwt``, ``api_key``
+  (``sk-…``, ``gh*_…``, ``github_pat_…``, ``AKIA…``), ``slack_token``, ``slack_webhook``,
+  ``stripe_key``, ``google_api_key``, ``gitlab_token``, ``bearer``, and ``url_password``
+  (``scheme://user:password@host``).
+
+Rules run on the line's bytes, so lines that are not JSON are redacted too; a redacted JSON line is
+parsed again so later stages see clean fields.
+
+Which secrets a line has is not decided by a regex run over it: like Gitleaks, each rule has
+keywords (``xox`` for Slack tokens, ``pass`` or ``token`` for secret-named keys), and a rule is
+tried only on the lines that contain one of its keywords.
+
+Speed: a batch is scanned once, as one buffer, for every rule's keywords: by Hyperscan (SIMD, all
+at once) where it is installed, else by one ``re`` search per keyword (each a fast literal scan).
+Only the rules whose keywords a line holds then run on it. Custom rules have no keywords: their
+own patterns are scanned for (Hyperscan in prefilter mode, else ``re``).
 Threading: pipeline thread only.
 """
 
@@ -17,12 +35,15 @@ import bisect
 import itertools
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.processors.secret_rules import KEYWORDS, MASK, SHAPES
+from obsbox.exporters.bridge.processors.secret_values import Span, field_values, pair_values
 from obsbox.exporters.bridge.record import Record
 
 hyperscan: Any
@@ -31,23 +52,48 @@ try:  # x86_64 wheels; elsewhere the ``re`` path serves
 except ImportError:  # pragma: no cover - depends on the platform
     hyperscan = None
 
-MASK = b"[REDACTED]"
+Finder = Callable[[bytes, bool], Iterable[Span]]  # (line, whether it is JSON) -> what to replace
 
-SECRET_KEYS = (
-    r"password|passwd|pwd|secret|client_secret|api_?key|x-api-key|authorization|"
-    r"proxy-authorization|access_token|refresh_token|id_token|private_key|cookie|set-cookie"
-)
 
-BUILTIN: dict[str, tuple[bytes, bytes]] = {
-    "secret_field": (rb'("(?i:' + SECRET_KEYS.encode() + rb')"\s*:\s*")(?:[^"\\]|\\.)+"', rb"\1" + MASK + b'"'),
-    "bearer": (rb"(\b[Bb]earer\s+)[A-Za-z0-9\-._~+/]{8,}=*", rb"\1" + MASK),
-    "jwt": (rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", MASK),
-    "api_key": (
-        rb"\b(?:sk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}"
-        rb"|github_pat_[A-Za-z0-9_]{40,}|(?:AKIA|ASIA)[0-9A-Z]{16})\b",
-        MASK,
-    ),
-    "url_password": (rb"(\b[a-zA-Z][a-zA-Z0-9+.\-]*:(?:\\?/){2}[^\s:/@\"\\]+:)[^\s@/\"\\]+@", rb"\1" + MASK + b"@"),
+@dataclass(frozen=True)
+class Rule:
+    """A named rule: a pattern and its replacement template, or a finder that says what to replace.
+    ``keywords`` (lowercase) are what a line must contain for the rule to be tried; without them
+    the pattern itself is the prefilter's."""
+
+    name: str
+    pattern: bytes | None
+    replacement: bytes | Finder
+    keywords: tuple[bytes, ...] = ()
+
+    def apply(self, regex: re.Pattern[bytes] | None, raw: bytes, in_json: bool) -> tuple[bytes, int]:
+        if regex is not None and isinstance(self.replacement, bytes):
+            return regex.subn(self.replacement, raw)
+        assert callable(self.replacement)
+        pieces: list[bytes] = []
+        done = 0
+        for start, end, text in self.replacement(raw, in_json):
+            if start < done:  # inside a value already replaced (a nested object's own keys)
+                continue
+            pieces += (raw[done:start], text)
+            done = end
+        return (b"".join(pieces) + raw[done:], len(pieces) // 2) if pieces else (raw, 0)
+
+
+def _builtin(name: str, pattern: bytes | None, replacement: bytes | Finder) -> Rule:
+    return Rule(name, pattern, replacement, KEYWORDS[name])
+
+
+# The order matters: a private key first (its body would look like other things), then JSON
+# fields, the token shapes, and last the looser key=value pairs of text.
+BUILTIN: dict[str, Rule] = {
+    rule.name: rule
+    for rule in (
+        _builtin("private_key", *SHAPES["private_key"]),
+        _builtin("secret_field", None, field_values),
+        *(_builtin(name, *spec) for name, spec in SHAPES.items() if name != "private_key"),
+        _builtin("secret_pair", None, pair_values),
+    )
 }
 
 
@@ -62,6 +108,14 @@ class RuleConfig:
             re.compile(self.pattern.encode())
         except re.error as exc:
             raise ValueError(f"rule {self.name!r}: invalid regular expression: {exc}") from None
+        if hyperscan is not None:  # the prefilter compiles it too: say so now, not at start-up
+            try:
+                _HyperscanPrefilter([Rule(self.name, self.pattern.encode(), b"")])
+            except hyperscan.error as exc:
+                raise ValueError(
+                    f"rule {self.name!r}: Hyperscan cannot compile the pattern ({exc}); "
+                    "use syntax both Python's re and Hyperscan read (no (?a), verbose comments or huge repeats)"
+                ) from None
 
 
 @dataclass
@@ -82,57 +136,112 @@ class RedactProcessor(Processor):
 
     def __init__(self, config: RedactConfig, context) -> None:
         super().__init__(config, context)
-        rules = {name: spec for name, spec in BUILTIN.items() if config.builtin and name not in config.disable}
-        rules.update({r.name: (r.pattern.encode(), r.replacement.encode()) for r in config.rules})
-        self.rules = [(name, re.compile(pattern), repl) for name, (pattern, repl) in rules.items()]
-        self.scanner = _HyperscanPrefilter([p for _, (p, _) in rules.items()]) if hyperscan and rules else None
-        self.combined = re.compile(b"|".join(b"(?:" + p + b")" for _, (p, _) in rules.items())) if rules else None
+        rules = [rule for name, rule in BUILTIN.items() if config.builtin and name not in config.disable]
+        rules += [Rule(r.name, r.pattern.encode(), r.replacement.encode()) for r in config.rules]
+        self.rules = [(rule, re.compile(rule.pattern) if rule.pattern else None) for rule in rules]
+        self.prefilter = (_HyperscanPrefilter if hyperscan else _RePrefilter)(rules) if rules else None
 
-    def candidates(self, records: list[Record]) -> list[int]:
-        """Indexes of the records in which some rule may match."""
-        if self.combined is None:
-            return []
+    def candidates(self, records: list[Record]) -> dict[int, set[int]]:
+        """The records in which some rule may match, by index, each with the rules to try on it
+        (indexes into ``self.rules``)."""
+        if self.prefilter is None:
+            return {}
         blob = b"\n".join(rec.raw for rec in records)
-        ends = self.scanner.scan(blob) if self.scanner else [m.end() for m in self.combined.finditer(blob)]
-        if not ends:
-            return []
+        hits = self.prefilter.scan(blob)
+        if not hits:
+            return {}
         starts = list(itertools.accumulate((len(rec.raw) + 1 for rec in records), initial=0))
-        return sorted({bisect.bisect_right(starts, end - 1) - 1 for end in ends})
+        found: dict[int, set[int]] = {}
+        for numbers, end in hits:
+            found.setdefault(bisect.bisect_right(starts, end - 1) - 1, set()).update(numbers)
+        return found
 
     def process(self, records: list[Record]) -> list[Record]:
         counts: Counter[str] = Counter()
-        for index in self.candidates(records):
+        for index, tried in sorted(self.candidates(records).items()):
             rec = records[index]
             raw, out = rec.raw, rec.out
-            for name, regex, repl in self.rules:
-                raw, hits = regex.subn(repl, raw)
+            in_json = raw.lstrip()[:1] == b"{"
+            for number, (rule, regex) in enumerate(self.rules):
+                if number not in tried:
+                    continue
+                raw, hits = rule.apply(regex, raw, in_json)
                 if hits:
-                    counts[name] += hits
+                    counts[rule.name] += hits
                     if out is not None:
-                        out = regex.sub(repl, out)
+                        out = rule.apply(regex, out, True)[0]
             if raw is not rec.raw:
                 rec.raw, rec.out = raw, out
                 if rec.fields is not None:
-                    rec.fields = orjson.loads(raw)
+                    self.reparse(rec)
         for name, count in counts.items():
             self.context.metrics.redactions.labels(name).inc(count)
         return records
 
+    def reparse(self, rec: Record) -> None:
+        """Read the clean line's fields again. A custom rule may have broken the JSON: the line then
+        goes on as text, flagged and counted, with its secrets gone."""
+        try:
+            rec.fields = orjson.loads(rec.raw)
+        except orjson.JSONDecodeError:
+            rec.fields, rec.parse_error = None, "redaction left a line that is not JSON"
+            rec.out, rec.injector = None, None
+            self.context.metrics.errors.labels("redact").inc()
+
+
+Hit = tuple[tuple[int, ...], int]  # the rules a prefilter match is for, and an offset just past a byte of its line
+
+
+def _searches(rules: list[Rule]) -> list[tuple[bytes, tuple[int, ...]]]:
+    """What a prefilter looks for, each once, with the rules it is for: every keyword, and the
+    pattern of each rule without any (a keyword is shared by ``secret_field`` and ``secret_pair``)."""
+    owners: dict[bytes, list[int]] = {}
+    for number, rule in enumerate(rules):
+        for search in rule.keywords or ((rule.pattern,) if rule.pattern else ()):
+            owners.setdefault(search, []).append(number)
+    return [(search, tuple(numbers)) for search, numbers in owners.items()]
+
 
 class _HyperscanPrefilter:
-    """All rules compiled into one Hyperscan database; reports where candidate matches end."""
+    """Every keyword (caseless), and the patterns of rules without any (in prefilter mode), in one
+    Hyperscan database: one pass over a batch says which rules to try on which lines. Keywords, not
+    patterns: Hyperscan reports every offset where a match may end, so a pattern with an open tail
+    (a private key's body) would call back once per byte of it."""
 
-    def __init__(self, patterns: list[bytes]) -> None:
+    def __init__(self, rules: list[Rule]) -> None:
+        searches = _searches(rules)
+        self.owners = [numbers for _, numbers in searches]
+        keyword = [bool(rules[numbers[0]].keywords) for _, numbers in searches]
+        flags = [hyperscan.HS_FLAG_CASELESS if k else hyperscan.HS_FLAG_PREFILTER for k in keyword]
         self.db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        flags = [hyperscan.HS_FLAG_PREFILTER] * len(patterns)
-        self.db.compile(expressions=patterns, ids=list(range(len(patterns))), elements=len(patterns), flags=flags)
+        expressions = [search for search, _ in searches]
+        self.db.compile(expressions=expressions, ids=list(range(len(searches))), elements=len(searches), flags=flags)
         self.scratch = hyperscan.Scratch(self.db)
 
-    def scan(self, blob: bytes) -> list[int]:
-        ends: list[int] = []
+    def scan(self, blob: bytes) -> list[Hit]:
+        hits: list[Hit] = []
+        owners = self.owners
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            ends.append(end)
+        def on_match(search: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            hits.append((owners[search], end))
 
         self.db.scan(blob, match_event_handler=on_match, scratch=self.scratch)
-        return ends
+        return hits
+
+
+class _RePrefilter:
+    """Without Hyperscan: each keyword searched for on its own in the lowercased batch (a literal
+    search in ``re`` is a fast scan; one alternation of them all is forty times slower), and the
+    pattern of each rule without keywords in the batch as it is."""
+
+    def __init__(self, rules: list[Rule]) -> None:
+        self.searches = [
+            (re.compile(search), numbers, bool(rules[numbers[0]].keywords)) for search, numbers in _searches(rules)
+        ]
+
+    def scan(self, blob: bytes) -> list[Hit]:
+        hits: list[Hit] = []
+        lowered = blob.lower()
+        for search, numbers, keyword in self.searches:
+            hits += ((numbers, m.start() + 1) for m in search.finditer(lowered if keyword else blob))
+        return hits
