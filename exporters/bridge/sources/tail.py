@@ -267,7 +267,7 @@ class TailSource(Source[TailCheckpoint]):
             try:
                 self.positions.save(positions)
             except OSError as exc:
-                why = f"cannot save positions to {self.positions.path} ({exc.strerror or exc}); trying again at the next batch"
+                why = f"cannot save positions to {self.positions.path} ({exc.strerror or exc}); trying again later"
                 self.problems.report(where, "positions", why)
             else:
                 self.problems.clear(where, f"positions are saved to {self.positions.path} again")
