@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import json
 import math
 import re
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from matplotlib import image
@@ -99,22 +102,29 @@ def test_the_html_embeds_each_png_and_the_data_behind_it():
     assert "<th>series</th><th>min</th>" in text and "<td>900 ms</td><td>1,067 ms</td><td>1,200 ms</td>" in text
 
 
-def test_the_html_shows_each_query_as_it_ran_with_its_variables_filled_in(tmp_path):
-    """The report's queries run against a real Prometheus; the page shows what ran, not $__rate_interval."""
+@contextlib.contextmanager
+def empty_prometheus(folder: Path) -> Iterator[str]:
+    """A real Prometheus that scrapes nothing; its URL."""
     port = free_port()
-    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    log = tmp_path / "prometheus.log"
-    procs = {log: prometheus(tmp_path / "prometheus.yml", tmp_path / "tsdb", port, log, "--log.level=error")}
+    (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+    log = folder / "prometheus.log"
+    procs = {log: prometheus(folder / "prometheus.yml", folder / "tsdb", port, log, "--log.level=error")}
     try:
         wait_for("Prometheus to be ready", lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), procs, 30)
-        now = time.time()
-        charts = report.plan(slos.load(), slos.reply_latency_threshold())
-        report.collect(Prometheus(f"http://127.0.0.1:{port}"), charts, now - 600, now, selection={"route": "/v1/.*"})
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop(procs)
+
+
+def test_the_html_shows_each_query_as_it_ran_with_its_variables_filled_in(tmp_path):
+    """The report's queries run against a real Prometheus; the page shows what ran, not $__rate_interval."""
+    now = time.time()
+    charts = report.plan(slos.load(), slos.reply_latency_threshold())
+    with empty_prometheus(tmp_path) as url:
+        report.collect(Prometheus(url), charts, now - 600, now, selection={"route": "/v1/.*"})
     for chart in charts:
         chart.png = report.draw(chart)
-    text = report.render_html(report.Report(f"http://127.0.0.1:{port}", now - 600, now, 3, None, charts))
+    text = report.render_html(report.Report(url, now - 600, now, 3, None, charts))
     shown = [html.unescape(m) for m in re.findall(r"<pre><code>(.*?)</code></pre>", text, re.S)]
     assert shown == [expr for chart in charts for expr in chart.exprs]
     assert not [expr for expr in shown if "$" in expr], "a template variable left in a shown query"
@@ -153,16 +163,9 @@ def test_report_names_an_unreachable_prometheus(tmp_path, capsys):
 
 def test_report_against_a_real_prometheus_without_data(tmp_path, capsys):
     """A Prometheus that scrapes nothing: the report is written, and says which charts have no data."""
-    port = free_port()
-    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    log = tmp_path / "prometheus.log"
-    procs = {log: prometheus(tmp_path / "prometheus.yml", tmp_path / "tsdb", port, log, "--log.level=error")}
-    try:
-        wait_for("Prometheus to be ready", lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), procs, 30)
-        out = tmp_path / "r.html"
-        code = main(["report", "--prometheus", f"http://127.0.0.1:{port}", "--out", str(out), "--last", "5m"])
-    finally:
-        stop(procs)
+    out = tmp_path / "r.html"
+    with empty_prometheus(tmp_path) as url:
+        code = main(["report", "--prometheus", url, "--out", str(out), "--last", "5m"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     charts = 2 + len(slos.load())
