@@ -6,9 +6,9 @@ the gateway's ``/metrics`` (bucket deltas, linear interpolation as ``histogram_q
 
 A window holding less data than its length reads only the minutes it has: in the first minutes a
 5m burn rate is a 2-minute one, and a 30-day budget "left" extrapolates those minutes to 30 days
-(-1850%). So, as Sloth's and Pyrra's users expect, a burn rate is shown once its window is full,
-"warming up: N of 5 minutes" until then, and the period's budget as how long it lasts at the rate
-so far until the period holds that much data; a firing alert says which of its windows is not full.
+(-1850%). So, as Sloth's and Pyrra's users would expect, a burn rate is marked "(warming up: N of 5
+minutes)" until its window is full, the period's budget is how long it lasts at the rate so far
+until the period holds that much data, and a firing alert says which of its windows is not full yet.
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
         lines += ["", f"  SLO burn over {window} (1.0x spends the budget exactly over the SLO's period)"]
         for slo_name, rate in sorted(summary.burn.items()):
             data = summary.data_seconds.get(slo_name, 0.0)
-            shown = f"{rate:8.2f}x" if data >= summary.burn_window else warming(data, summary.burn_window)
-            lines += [f"    {slo_name:<22} {shown}", *_budget(summary, slo_name, data)]
+            young = "" if data >= summary.burn_window else f"  ({warming(data, summary.burn_window)})"
+            lines += [f"    {slo_name:<22} {rate:8.2f}x{young}", *_budget(summary, slo_name, data)]
     if summary.alerts:
         lines += ["", "  alerts (each fires when both its windows burn faster than its factor)"]
         for alert in summary.alerts:
@@ -171,16 +171,20 @@ def warming(data: float, window: float) -> str:
     """How much of its length a window holds: "warming up: 2 of 5 minutes", "12 minutes of 30 days"."""
     (have, have_unit), (want, want_unit) = _amount(data), _amount(window)
     if have_unit == want_unit:
-        return f"warming up: {have:.0f} of {want:g} {want_unit}"
-    return f"warming up: {have:.0f} {have_unit} of {want:g} {want_unit}"
+        return f"warming up: {have:.0f} of {want:g} {_plural(want_unit, want)}"
+    return f"warming up: {have:.0f} {_plural(have_unit, have)} of {want:g} {_plural(want_unit, want)}"
 
 
 def _amount(seconds: float) -> tuple[float, str]:
     """Seconds in the largest unit that leaves at least two: minutes, hours or days."""
-    for unit, name in ((86400, "days"), (3600, "hours")):
+    for unit, name in ((86400, "day"), (3600, "hour")):
         if seconds >= 2 * unit:
             return seconds / unit, name
-    return seconds / 60, "minutes"
+    return seconds / 60, "minute"
+
+
+def _plural(unit: str, count: float) -> str:
+    return unit if round(count, 1) == 1 else f"{unit}s"
 
 
 def _budget(summary: Summary, slo_name: str, data: float) -> list[str]:
@@ -193,7 +197,8 @@ def _budget(summary: Summary, slo_name: str, data: float) -> list[str]:
     if data >= period:
         return [f"      budget left over {name}: {remaining:.1%}"]
     spent = 1 - remaining  # the period burn rate: the budget the rate so far would spend over the period
-    lasts = "is not being spent" if spent <= 0 else "lasts {:.1f} {}".format(*_amount(period / spent))
+    amount, unit = _amount(period / spent) if spent > 0 else (0.0, "")
+    lasts = f"lasts {amount:.1f} {_plural(unit, amount)}" if spent > 0 else "is not being spent"
     return [f"      {name} budget: {warming(data, period)}; at the rate so far it {lasts}"]
 
 
