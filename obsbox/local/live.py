@@ -48,7 +48,7 @@ class Summary:
     burn: dict[str, float] = field(default_factory=dict)  # SLO name → current burn rate
     burn_window: float = CURRENT_WINDOW  # seconds the current burn rate reaches back
     budget_remaining: dict[str, float] = field(default_factory=dict)
-    data_seconds: dict[str, float] = field(default_factory=dict)  # SLO name → seconds of data its rules have
+    held: dict[tuple[str, float], float] = field(default_factory=dict)  # (SLO, window) → seconds of data in it
     periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period (window) in seconds
     alerts: list[Alert] = field(default_factory=list)
     bridge_lines: float | None = None
@@ -89,7 +89,7 @@ def summary_from_scrapes(before: dict, after: dict, seconds: float) -> Summary:
         errors = 1 - buckets.get(REPLY_THRESHOLD, 0.0) / total
         summary.burn["ReplyLatency"] = errors / (1 - OBJECTIVE)
         summary.burn_window = SCRAPE_WINDOW
-        summary.data_seconds["ReplyLatency"] = seconds
+        summary.held["ReplyLatency", SCRAPE_WINDOW] = seconds
     return summary
 
 
@@ -117,16 +117,17 @@ def summary_from_prometheus(api: Prometheus, interval: float, periods: dict[str,
     summary.burn = by(c.SLO_CURRENT_BURN_RATE, "slo")
     summary.budget_remaining = by(c.SLO_BUDGET_REMAINING, "slo")
     summary.periods = periods
-    # one sample of the 5m event rate per evaluation since the gateway's first two scrapes
-    longest = format_duration(max([*periods.values(), CURRENT_WINDOW]))
-    summary.data_seconds = {
-        name: count * interval for name, count in by(f"count_over_time({EVENTS_RATE}[{longest}])", "slo").items()
-    }
     labels = ("slo", "severity", "long_window", "short_window", "alertstate")
     summary.alerts = sorted(
         (Alert(*(s.labels.get(k, "") for k in labels)) for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')),
         key=lambda a: (a.slo, a.severity, parse_duration(a.long_window or "0s")),
     )
+    # the rules record the 5m event rate once per evaluation from the gateway's second scrape on, so
+    # its samples in a window, times the interval, are the data the window holds (earlier runs count)
+    windows = {CURRENT_WINDOW, *periods.values(), *(parse_duration(a.long_window) for a in summary.alerts)}
+    for window in windows:
+        for name, count in by(f"count_over_time({EVENTS_RATE}[{format_duration(window)}])", "slo").items():
+            summary.held[name, window] = count * interval
     summary.bridge_lines = one(f'min(sum by (sink) ({c.BRIDGE_LINES_SHIPPED}{{outcome="delivered"}}))')
     return summary
 
@@ -148,14 +149,14 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
         window = format_duration(summary.burn_window)
         lines += ["", f"  SLO burn over {window} (1.0x spends the budget exactly over the SLO's period)"]
         for slo_name, rate in sorted(summary.burn.items()):
-            data = summary.data_seconds.get(slo_name, 0.0)
+            data = summary.held.get((slo_name, summary.burn_window), 0.0)
             young = "" if data >= summary.burn_window else f"  ({warming(data, summary.burn_window)})"
-            lines += [f"    {slo_name:<22} {rate:8.2f}x{young}", *_budget(summary, slo_name, data)]
+            lines += [f"    {slo_name:<22} {rate:8.2f}x{young}", *_budget(summary, slo_name)]
     if summary.alerts:
         lines += ["", "  alerts (each fires when both its windows burn faster than its factor)"]
         for alert in summary.alerts:
-            data = summary.data_seconds.get(alert.slo, 0.0)
             long = parse_duration(alert.long_window or "0s")
+            data = summary.held.get((alert.slo, long), 0.0)
             note = "" if data >= long else f"; the {alert.long_window} window is {warming(data, long)}"
             lines.append(
                 f"    {alert.slo} {alert.severity} {alert.long_window}/{alert.short_window} ({alert.state}{note})"
@@ -187,12 +188,13 @@ def _plural(unit: str, count: float) -> str:
     return unit if round(count, 1) == 1 else f"{unit}s"
 
 
-def _budget(summary: Summary, slo_name: str, data: float) -> list[str]:
+def _budget(summary: Summary, slo_name: str) -> list[str]:
     """The period's budget left once the period holds that much data; until then, how long it lasts."""
     remaining = summary.budget_remaining.get(slo_name)
     period = summary.periods.get(slo_name)
     if remaining is None or period is None:
         return []
+    data = summary.held.get((slo_name, period), 0.0)
     name = format_duration(period)
     if data >= period:
         return [f"      budget left over {name}: {remaining:.1%}"]

@@ -10,7 +10,10 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -23,60 +26,71 @@ from tests.shadowing import IMPORTED, obsbox_script, shadowing_folder
 DAY = 86400.0
 
 
-def start(folder, *args: str) -> subprocess.Popen:
-    """``obsbox up`` in a process group of its own, as a shell or `timeout` starts it."""
-    return subprocess.Popen(
-        [str(obsbox_script()), "up", "--refresh", "1", *args],
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+class Up:
+    """``obsbox up`` in a process group of its own, as a shell or `timeout` starts it; what it prints
+    is read as it comes, into ``printed``."""
 
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(obsbox_script()), "up", "--refresh", "1", *args],
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.printed: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.printed.extend(self.proc.stdout or ()), daemon=True)
+        self.reader.start()
 
-def stop_group(proc: subprocess.Popen) -> str:
-    """SIGTERM to the whole group (`timeout`, `kill -- -PGID`); everything it printed."""
-    with contextlib.suppress(ProcessLookupError):  # the group is gone when obsbox up failed
-        os.killpg(proc.pid, signal.SIGTERM)
-    out, _ = proc.communicate(timeout=60)
-    return out
+    @property
+    def out(self) -> str:
+        return "".join(self.printed)
 
+    def wait_until(self, what: str, ready: Callable[[], object], seconds: float):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.reader.join(10)
+                pytest.fail(f"obsbox up exited with {self.proc.returncode} while waiting for {what}:\n{self.out}")
+            if value := ready():
+                return value
+            time.sleep(1)
+        pytest.fail(f"no {what} after {seconds:.0f} s:\n{self.out}")
 
-def wait_until(what: str, ready, proc: subprocess.Popen, seconds: float):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"obsbox up exited with {proc.returncode} while waiting for {what}:\n{proc.stdout.read()}")
-        if value := ready():
-            return value
-        time.sleep(1)
-    pytest.fail(f"no {what} after {seconds:.0f} s")
+    def stop_group(self) -> str:
+        """SIGTERM to the whole group (`timeout`, `kill -- -PGID`); everything it printed."""
+        with contextlib.suppress(ProcessLookupError):  # the group is gone when obsbox up failed
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(60)
+        self.reader.join(10)
+        return self.out
 
 
 def test_a_group_sigterm_stops_the_local_mode_and_exits_0(tmp_path):
     work = tmp_path / "local"
-    proc = start(tmp_path, "--no-prometheus", "--sessions", "5", "--workdir", str(work))
+    up = Up(tmp_path, "--no-prometheus", "--sessions", "5", "--workdir", str(work))
     try:
         enriched = work / "enriched.jsonl"
-        wait_until("enriched line", lambda: enriched.exists() and enriched.stat().st_size, proc, 45)
+        up.wait_until("enriched line", lambda: enriched.exists() and enriched.stat().st_size, 45)
     finally:
-        out = stop_group(proc)
-    assert proc.returncode == 0, out
+        out = up.stop_group()
+    assert up.proc.returncode == 0, out
     assert "exited with" not in out and "\nstopped\n" in out, out
     assert "summary (untuned)" in (work / "gateway.log").read_text(), "the gateway did not stop gracefully"
 
 
 @pytest.mark.slow
-def test_the_default_run_writes_a_prometheus_config_that_loads_its_slo_rules(tmp_path):
-    """Run as scripts/up runs it: the relative default out/local, from a folder with an obsbox/ directory."""
+def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_path):
+    """Run as scripts/up runs it: the relative default out/local, from a folder with an obsbox/ directory;
+    promtool accepts the config it writes, and the burn rate shows in its first minute, marked as young."""
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: scripts/test installs Debian's prometheus package")
     folder = shadowing_folder(tmp_path)
-    proc = start(folder)
+    up = Up(folder)
     try:
-        first = proc.stdout.readline()
+        first = up.wait_until("first line", lambda: up.printed[:1], 30)[0]
         match = re.search(r"Prometheus (http://127\.0\.0\.1:\d+)", first)
         assert match, f"obsbox up did not start a Prometheus: {first}"
         api = Prometheus(match.group(1))
@@ -87,17 +101,19 @@ def test_the_default_run_writes_a_prometheus_config_that_loads_its_slo_rules(tmp
             except PrometheusError:
                 return None
 
-        rate = wait_until("SLO burn rate in Prometheus", burn, proc, 60)[0].finite[-1]
+        rate = up.wait_until("SLO burn rate in Prometheus", burn, 60)[0].finite[-1]
+        young = re.compile(r"ReplyLatency +\d+\.\d\dx  \(warming up: [0-4] of 5 minutes\)")
+        up.wait_until("burn rate in the summary", lambda: young.search(up.out), 30)
         config = folder / "out" / "local" / "prometheus" / "prometheus.yml"
         check = subprocess.run(
             ["promtool", "check", "config", str(config)], check=False, capture_output=True, text=True
         )
     finally:
-        out = stop_group(proc)
+        out = up.stop_group()
     assert check.returncode == 0, check.stdout + check.stderr
     assert "SUCCESS: 1 rule files found" in check.stdout
     assert rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {rate}"
-    assert IMPORTED not in out and proc.returncode == 0, out
+    assert IMPORTED not in out and up.proc.returncode == 0, out
     obsbox = obsbox_script()  # not under the working directory: named by its full path
     assert f"{obsbox} bridge '/path/to/your/logs/*.json' --to file:out/local/yours.jsonl" in out, out
     assert f"{obsbox} report --prometheus {match.group(1)} --last 15m --out out/local/report.html" in out, out
@@ -111,11 +127,12 @@ def test_the_next_steps_name_the_environment_s_obsbox_script_from_the_checkout(m
 
 def summary(data_seconds: float) -> Summary:
     """Two SLOs, one alert: what Prometheus answers after ``data_seconds`` of the untuned demo."""
+    windows = (300, 3600, 30 * DAY)
     return Summary(
         source="Prometheus",
         burn={"ReplyLatency": 18.5, "Availability": 0.5},
         budget_remaining={"ReplyLatency": 1 - 18.5, "Availability": 1 - 0.5},
-        data_seconds={"ReplyLatency": data_seconds, "Availability": data_seconds},
+        held={(name, w): min(w, data_seconds) for name in ("ReplyLatency", "Availability") for w in windows},
         periods={"ReplyLatency": 30 * DAY, "Availability": 30 * DAY},
         alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")],
     )
