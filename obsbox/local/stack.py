@@ -65,7 +65,8 @@ class LocalStack:
         return self.config.workdir
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        # the owner's only: what is inside (logs, enriched lines, spans) may carry what the gateway logged
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.ports = {name: free_port(conventions.PORTS[name]) for name in ("gateway", "bridge_metrics", "otlp_http")}
         receiver = self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -78,6 +79,7 @@ def test_a_group_sigterm_stops_the_local_mode_and_exits_0(tmp_path):
     assert up.proc.returncode == 0, out
     assert "exited with" not in out and "\nstopped\n" in out, out
     assert "summary (untuned)" in (work / "gateway.log").read_text(), "the gateway did not stop gracefully"
+    assert stat.S_IMODE(work.stat().st_mode) == 0o700, "the outputs are for their owner only"
 
 
 @pytest.mark.slow
