@@ -83,7 +83,7 @@ def next_steps(stack: LocalStack, running: bool = True) -> list[str]:
     obsbox = obsbox_executable()
     work = stack.workdir
     lines = [
-        "  next steps",
+        f"  next steps (from {Path.cwd()}, where the paths below start)",
         f"    the bridge on your own logs:  {obsbox} bridge '/path/to/your/logs/*.json' "
         f"--to file:{work / 'yours.jsonl'}",
     ]

@@ -117,6 +117,7 @@ def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_p
     assert rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {rate}"
     assert IMPORTED not in out and up.proc.returncode == 0, out
     obsbox = obsbox_script()  # not under the working directory: named by its full path
+    assert f"next steps (from {folder}, where the paths below start)" in out, out
     assert f"{obsbox} bridge '/path/to/your/logs/*.json' --to file:out/local/yours.jsonl" in out, out
     assert f"{obsbox} report --prometheus {match.group(1)} --last 15m --out out/local/report.html" in out, out
 
