@@ -10,15 +10,21 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
+from obsbox import conventions as c
 from obsbox.dashboards import queries as q
 from obsbox.dashboards import slos as slo_names
 from obsbox.dashboards.promapi import Prometheus, Series
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 POINTS = 240  # samples per series over the range
 MIN_RATE_INTERVAL = 60.0
@@ -42,6 +48,9 @@ class Chart:
     lines: list[Line] = field(default_factory=list)
     stacked: bool = False
     png: bytes = b""
+    exprs: list[str] = field(default_factory=list)  # the queries as run, template variables filled in
+    step: float = 0.0  # seconds between the points Prometheus returned
+    span: tuple[float, float] | None = None  # the report's range, drawn whole even where there is no data
 
     @property
     def has_data(self) -> bool:
@@ -68,11 +77,16 @@ class Chart:
                 )
         return out
 
+    @property
+    def run_queries(self) -> list[str]:
+        """The queries as Prometheus ran them; as written until ``collect`` has filled them in."""
+        return self.exprs or [query.expr for query in self.queries]
+
     def data(self) -> dict:
         return {
             "title": self.title,
             "unit": self.unit,
-            "queries": [query.expr for query in self.queries],
+            "queries": self.run_queries,
             "lines": [{"value": line.value, "label": line.label} for line in self.lines],
             "series": [{"name": name, "labels": s.labels, "t": s.times, "v": s.values} for name, s in self.series],
         }
@@ -150,45 +164,63 @@ def collect(
     step = max(1.0, math.ceil((end - start) / POINTS))
     values = variables(start, end, step, rate_interval, selection or {})
     for chart in charts:
-        for query in chart.queries:
-            for series in prometheus.query_range(query.fill(values), start, end, step):
-                chart.series.append((series.name(query.legend), series))
-        chart.series.sort(key=lambda pair: pair[0])
+        chart.step, chart.span = step, (start, end)
+        chart.exprs = [query.fill(values) for query in chart.queries]
+        for query, expr in zip(chart.queries, chart.exprs, strict=True):
+            found = prometheus.query_range(expr, start, end, step)
+            chart.series += sorted(((series.name(query.legend), series) for series in found), key=_in_stage_order)
     return step
 
 
-def draw(chart: Chart) -> bytes:
-    """The chart as a PNG (matplotlib's Agg canvas, no display needed)."""
+def _in_stage_order(pair: tuple[str, Series]) -> tuple[int, str]:
+    """Series of one query: stages in the order a request meets them (as the live summary lists
+    them), the rest by name; the queries' own order (burn-rate windows, shortest first) stays."""
+    stage = pair[1].labels.get("stage", "")
+    return (c.STAGES.index(stage) if stage in c.STAGES else len(c.STAGES), pair[0])
+
+
+UNITS = {"s": "seconds", "x": "x the error budget"}  # a chart's unit, as its axis names it
+
+
+def figure(chart: Chart) -> Figure:
+    """The chart on a matplotlib Figure (the Agg canvas, no display needed): a gap in the data stays a
+    gap, and the legend sits below the axes, off the data."""
+    from matplotlib import dates  # noqa: PLC0415
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
     from matplotlib.figure import Figure  # noqa: PLC0415
 
-    fig = Figure(figsize=(10, 4.2), dpi=100)
+    fig = Figure(figsize=(10, 4.2), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_title(chart.title)
-    ax.set_ylabel(chart.unit)
+    ax.set_ylabel(UNITS.get(chart.unit, chart.unit))
     ax.grid(True, alpha=0.3)
     # x values are datetimes: matplotlib plots them through the unit converter that matplotlib/dates.py
     # registers for datetime.datetime (units.registry); its type stubs list only numbers and arrays
     if chart.stacked and chart.series:
-        times = _timeline(chart.series)
-        stacks = [_on(times, s) for _, s in chart.series]
-        x = [_dt(t) for t in times]
+        times, stacks = _stacks(chart)
         labels = [name for name, _ in chart.series]
-        ax.stackplot(x, stacks, labels=labels, alpha=0.85)  # type: ignore[arg-type]  # stubs omit datetimes
+        ax.stackplot([_dt(t) for t in times], stacks, labels=labels, alpha=0.85)  # type: ignore[arg-type]  # stubs omit datetimes
     else:
         for name, s in chart.series:
-            ax.plot([_dt(t) for t in s.times], s.values, label=name, linewidth=1.6)  # type: ignore[arg-type]  # stubs omit datetimes
+            times, values = _gapped(s.times, s.values, chart.step)
+            ax.plot([_dt(t) for t in times], values, label=name, linewidth=1.6)  # type: ignore[arg-type]  # stubs omit datetimes
     for line in chart.lines:
         ax.axhline(line.value, linestyle="--", linewidth=1.2, color="red", alpha=0.8, label=line.label)
     if not chart.has_data:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", fontsize=16, alpha=0.6)
+    if chart.span:
+        ax.set_xlim(_dt(chart.span[0]), _dt(chart.span[1]))  # type: ignore[arg-type]  # stubs omit datetimes
+    ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
     if chart.series or chart.lines:
-        ax.legend(loc="upper left", fontsize=7, ncol=2, framealpha=0.7)
-    fig.autofmt_xdate()
-    fig.tight_layout()
+        fig.legend(loc="outside lower center", fontsize=7, ncol=min(5, len(chart.series) + len(chart.lines)))
+    return fig
+
+
+def draw(chart: Chart) -> bytes:
+    """The chart as a PNG."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
+    figure(chart).savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
 
 
@@ -196,14 +228,49 @@ def _dt(t: float) -> datetime:
     return datetime.fromtimestamp(t, tz=timezone.utc)
 
 
+def _gapped(times: list[float], values: list[float], step: float) -> tuple[list[float], list[float]]:
+    """The points with a NaN between two that are more than a step apart, so no line is drawn across
+    a time without data (Prometheus returns no point there). ``step`` 0: the closest spacing."""
+    spacing = step or min((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    out_t: list[float] = []
+    out_v: list[float] = []
+    for i, (t, v) in enumerate(zip(times, values, strict=True)):
+        if i and spacing and t - times[i - 1] > 1.5 * spacing:
+            out_t.append((t + times[i - 1]) / 2)
+            out_v.append(math.nan)
+        out_t.append(t)
+        out_v.append(v)
+    return out_t, out_v
+
+
+def _stacks(chart: Chart) -> tuple[list[float], list[list[float]]]:
+    """Every series on one timeline that keeps its gaps: where one series lacks a point it counts
+    as 0, where all lack points (the NaN ``_gapped`` puts between them) the whole stack breaks."""
+    timeline = _timeline(chart.series)
+    times, marks = _gapped(timeline, [0.0] * len(timeline), chart.step)
+    return times, [_on(times, marks, s) for _, s in chart.series]
+
+
 def _timeline(series: list[tuple[str, Series]]) -> list[float]:
     return sorted({t for _, s in series for t in s.times})
 
 
-def _on(times: list[float], s: Series) -> list[float]:
-    """The series' values on a shared timeline; gaps and NaN count as 0 in a stack."""
+def _on(times: list[float], marks: list[float], s: Series) -> list[float]:
+    """The series' values on a shared timeline: 0 where it has no point or a NaN, NaN at a gap (a NaN mark)."""
     points = dict(zip(s.times, s.values, strict=True))
-    return [v if math.isfinite(v := points.get(t, 0.0)) else 0.0 for t in times]
+    return [
+        mark if math.isnan(mark) else v if math.isfinite(v := points.get(t, 0.0)) else 0.0
+        for t, mark in zip(times, marks, strict=True)
+    ]
+
+
+def _value(value: float, unit: str) -> str:
+    """A table cell with its unit: seconds as milliseconds, a burn rate as a multiple."""
+    if unit == "s":
+        return f"{value * 1000:,.0f} ms"
+    if unit == "x":
+        return f"{value:,.2f}x"
+    return f"{value:.4g} {unit}"
 
 
 def render_html(report: Report) -> str:
@@ -234,14 +301,14 @@ def render_html(report: Report) -> str:
             parts.append("<table><tr><th>series</th><th>min</th><th>mean</th><th>max</th><th>last</th></tr>")
             parts += [
                 f"<tr><td>{html.escape(r['series'])}</td>"
-                + "".join(f"<td>{r[k]:.4g}</td>" for k in ("min", "mean", "max", "last"))
+                + "".join(f"<td>{html.escape(_value(r[k], chart.unit))}</td>" for k in ("min", "mean", "max", "last"))
                 + "</tr>"
                 for r in rows
             ]
             parts.append("</table>")
         else:
             parts.append("<p><strong>No data</strong> for this range.</p>")
-        queries = "".join(f"<pre><code>{html.escape(query.expr)}</code></pre>" for query in chart.queries)
+        queries = "".join(f"<pre><code>{html.escape(expr)}</code></pre>" for expr in chart.run_queries)
         parts.append(f"<details><summary>queries</summary>{queries}</details>")
         data = json.dumps(chart.data(), sort_keys=True).replace("</", "<\\/")
         parts.append(f'<script type="application/json" class="chart-data">{data}</script></section>')

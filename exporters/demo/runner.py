@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from obsbox import conventions
+from obsbox.child import obsbox_command
 from obsbox.exporters import InstrumentConfig, OtelConfig
 from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.scenarios import scenario
@@ -66,7 +67,7 @@ def otel_from_env() -> tuple[OtelConfig, list[str]]:
 
 
 def load_command(opts: DemoOptions, target: str, summary: Path) -> list[str]:
-    command = [sys.executable, "-m", "obsbox", "load", "--target", target, "--sessions", str(opts.sessions)]
+    command = obsbox_command("load", "--target", target, "--sessions", str(opts.sessions))
     command += ["--worker-pool", opts.worker_pool, "--think-time", f"{opts.think_time[0]},{opts.think_time[1]}"]
     command += ["--load-seed", str(opts.load_seed), "--summary-json", str(summary), "--quiet"]
     if opts.duration is not None:

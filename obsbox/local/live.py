@@ -3,6 +3,12 @@
 With a local Prometheus the numbers are PromQL over the last minute, the SLO ones from the
 generated recording rules. Without one they are computed here, the same way, from two scrapes of
 the gateway's ``/metrics`` (bucket deltas, linear interpolation as ``histogram_quantile`` does).
+
+A window holding less data than its length reads only the minutes it has: in the first minutes a
+5m burn rate is a 2-minute one, and a 30-day budget "left" extrapolates those minutes to 30 days
+(-1850%). So, as Sloth's and Pyrra's users would expect, a burn rate is marked "(warming up: N of 5
+minutes)" until its window is full, the period's budget is how long it lasts at the rate so far
+until the period holds that much data, and a firing alert says which of its windows is not full yet.
 """
 
 from __future__ import annotations
@@ -15,10 +21,23 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from obsbox import conventions as c
 from obsbox.dashboards.promapi import Prometheus, PrometheusError
+from obsbox.durations import format_duration, parse_duration
 from obsbox.histograms import histogram_quantile
+from obsbox.slo.rules import EVENTS_RATE
 
 REPLY_THRESHOLD = 0.3  # the seed SLO: ReplyLatency < 300 ms for 95% of replies
 OBJECTIVE = 0.95
+CURRENT_WINDOW = 300.0  # the window of SLO_CURRENT_BURN_RATE (its rule divides the 5m error ratio)
+SCRAPE_WINDOW = 60.0  # without Prometheus: how far back the two scrapes compared reach
+
+
+@dataclass
+class Alert:
+    slo: str
+    severity: str
+    long_window: str
+    short_window: str
+    state: str
 
 
 @dataclass
@@ -27,8 +46,11 @@ class Summary:
     requests_per_second: float | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
     burn: dict[str, float] = field(default_factory=dict)  # SLO name → current burn rate
+    burn_window: float = CURRENT_WINDOW  # seconds the current burn rate reaches back
     budget_remaining: dict[str, float] = field(default_factory=dict)
-    alerts: list[str] = field(default_factory=list)
+    held: dict[tuple[str, float], float] = field(default_factory=dict)  # (SLO, window) → seconds of data in it
+    periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period (window) in seconds
+    alerts: list[Alert] = field(default_factory=list)
     bridge_lines: float | None = None
     source: str = ""
 
@@ -66,10 +88,15 @@ def summary_from_scrapes(before: dict, after: dict, seconds: float) -> Summary:
     if total:
         errors = 1 - buckets.get(REPLY_THRESHOLD, 0.0) / total
         summary.burn["ReplyLatency"] = errors / (1 - OBJECTIVE)
+        summary.burn_window = SCRAPE_WINDOW
+        summary.held["ReplyLatency", SCRAPE_WINDOW] = seconds
     return summary
 
 
-def summary_from_prometheus(api: Prometheus) -> Summary:
+def summary_from_prometheus(api: Prometheus, interval: float, periods: dict[str, float]) -> Summary:
+    """The summary from the recording rules; ``interval`` is their evaluation interval in seconds,
+    ``periods`` each SLO's period, so that a window's data can be told from its length."""
+
     def one(expr: str) -> float | None:
         values = [v for s in api.query(expr) for v in s.finite]
         return values[-1] if values else None
@@ -89,16 +116,23 @@ def summary_from_prometheus(api: Prometheus) -> Summary:
     }
     summary.burn = by(c.SLO_CURRENT_BURN_RATE, "slo")
     summary.budget_remaining = by(c.SLO_BUDGET_REMAINING, "slo")
+    summary.periods = periods
+    labels = ("slo", "severity", "long_window", "short_window", "alertstate")
     summary.alerts = sorted(
-        f"{s.labels.get('slo')} {s.labels.get('severity')} {s.labels.get('long_window')}/"
-        f"{s.labels.get('short_window')} ({s.labels.get('alertstate')})"
-        for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')
+        (Alert(*(s.labels.get(k, "") for k in labels)) for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')),
+        key=lambda a: (a.slo, a.severity, parse_duration(a.long_window or "0s")),
     )
+    # the rules record the 5m event rate once per evaluation from the gateway's second scrape on, so
+    # its samples in a window, times the interval, are the data the window holds (earlier runs count)
+    windows = {CURRENT_WINDOW, *periods.values(), *(parse_duration(a.long_window) for a in summary.alerts)}
+    for window in windows:
+        for name, count in by(f"count_over_time({EVENTS_RATE}[{format_duration(window)}])", "slo").items():
+            summary.held[name, window] = count * interval
     summary.bridge_lines = one(f'min(sum by (sink) ({c.BRIDGE_LINES_SHIPPED}{{outcome="delivered"}}))')
     return summary
 
 
-def render(summary: Summary, elapsed: float) -> str:
+def render(summary: Summary, elapsed: float, footer: list[str] | None = None) -> str:
     p95 = summary.p95_reply_seconds
     verdict = "" if p95 is None else ("  over the 300 ms SLO" if p95 > REPLY_THRESHOLD else "  within the 300 ms SLO")
     lines = [f"obsbox local mode, {elapsed:5.0f} s  (numbers over the last minute, from {summary.source})", ""]
@@ -112,16 +146,62 @@ def render(summary: Summary, elapsed: float) -> str:
             ms = summary.stages_ms[stage]
             lines.append(f"    {stage:<22} {ms:8.1f}  {'#' * round(30 * ms / total)}")
     if summary.burn:
-        lines += ["", "  SLO burn (1.0 spends the budget exactly over the window)"]
+        window = format_duration(summary.burn_window)
+        lines += ["", f"  SLO burn over {window} (1.0x spends the budget exactly over the SLO's period)"]
         for slo_name, rate in sorted(summary.burn.items()):
-            remaining = summary.budget_remaining.get(slo_name)
-            left = "" if remaining is None else f", budget left {remaining:6.1%}"
-            lines.append(f"    {slo_name:<22} {rate:8.2f}x{left}")
+            data = summary.held.get((slo_name, summary.burn_window), 0.0)
+            young = "" if data >= summary.burn_window else f"  ({warming(data, summary.burn_window)})"
+            lines += [f"    {slo_name:<22} {rate:8.2f}x{young}", *_budget(summary, slo_name)]
     if summary.alerts:
-        lines.append(f"  alerts: {', '.join(summary.alerts)}")
+        lines += ["", "  alerts (each fires when both its windows burn faster than its factor)"]
+        for alert in summary.alerts:
+            long = parse_duration(alert.long_window or "0s")
+            data = summary.held.get((alert.slo, long), 0.0)
+            note = "" if data >= long else f"; the {alert.long_window} window is {warming(data, long)}"
+            lines.append(
+                f"    {alert.slo} {alert.severity} {alert.long_window}/{alert.short_window} ({alert.state}{note})"
+            )
     if summary.bridge_lines is not None:
         lines.append(f"\n  bridge: {summary.bridge_lines:,.0f} log lines delivered to every sink")
+    if footer:
+        lines += ["", *footer]
     return "\n".join(lines)
+
+
+def warming(data: float, window: float) -> str:
+    """How much of its length a window holds: "warming up: 2 of 5 minutes", "12 minutes of 30 days"."""
+    (have, have_unit), (want, want_unit) = _amount(data), _amount(window)
+    if have_unit == want_unit:
+        return f"warming up: {have:.0f} of {want:g} {_plural(want_unit, want)}"
+    return f"warming up: {have:.0f} {_plural(have_unit, have)} of {want:g} {_plural(want_unit, want)}"
+
+
+def _amount(seconds: float) -> tuple[float, str]:
+    """Seconds in the largest unit that leaves at least two: minutes, hours or days."""
+    for unit, name in ((86400, "day"), (3600, "hour")):
+        if seconds >= 2 * unit:
+            return seconds / unit, name
+    return seconds / 60, "minute"
+
+
+def _plural(unit: str, count: float) -> str:
+    return unit if round(count, 1) == 1 else f"{unit}s"
+
+
+def _budget(summary: Summary, slo_name: str) -> list[str]:
+    """The period's budget left once the period holds that much data; until then, how long it lasts."""
+    remaining = summary.budget_remaining.get(slo_name)
+    period = summary.periods.get(slo_name)
+    if remaining is None or period is None:
+        return []
+    data = summary.held.get((slo_name, period), 0.0)
+    name = format_duration(period)
+    if data >= period:
+        return [f"      budget left over {name}: {remaining:.1%}"]
+    spent = 1 - remaining  # the period burn rate: the budget the rate so far would spend over the period
+    amount, unit = _amount(period / spent) if spent > 0 else (0.0, "")
+    lasts = f"lasts {amount:.1f} {_plural(unit, amount)}" if spent > 0 else "is not being spent"
+    return [f"      {name} budget: {warming(data, period)}; at the rate so far it {lasts}"]
 
 
 def _ms(seconds: float | None) -> str:
@@ -131,21 +211,29 @@ def _ms(seconds: float | None) -> str:
 class Live:
     """Collects a Summary from Prometheus if it answers, else from the gateway's /metrics."""
 
-    def __init__(self, gateway_metrics: str, prometheus: str | None) -> None:
+    def __init__(
+        self,
+        gateway_metrics: str,
+        prometheus: str | None,
+        interval: float = 5.0,
+        periods: dict[str, float] | None = None,
+    ) -> None:
         self.gateway_metrics = gateway_metrics
         self.api = Prometheus(prometheus) if prometheus else None
+        self.interval = interval
+        self.periods = periods or {}
         self.window: list[tuple[float, dict]] = []
 
     def summary(self, now: float) -> Summary | None:
         if self.api is not None:
             try:
-                return summary_from_prometheus(self.api)
+                return summary_from_prometheus(self.api, self.interval, self.periods)
             except PrometheusError:
                 pass  # not up yet: fall back to scraping
         try:
             self.window.append((now, scrape(self.gateway_metrics)))
         except OSError:
             return None
-        self.window = [(t, s) for t, s in self.window if now - t <= 60] or self.window[-1:]
+        self.window = [(t, s) for t, s in self.window if now - t <= SCRAPE_WINDOW] or self.window[-1:]
         (t0, first), (t1, last) = self.window[0], self.window[-1]
         return summary_from_scrapes(first, last, t1 - t0) if t1 > t0 else None

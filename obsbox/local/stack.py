@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,8 @@ from pathlib import Path
 import yaml
 
 from obsbox import conventions, slo
+from obsbox.child import obsbox_command
+from obsbox.durations import parse_duration
 from obsbox.local.receiver import Receiver
 
 
@@ -57,13 +58,15 @@ class LocalStack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     receiver: Receiver | None = None
     prometheus_url: str | None = None
+    periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period in seconds
 
     @property
     def workdir(self) -> Path:
         return self.config.workdir
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        # the owner's only: what is inside (logs, enriched lines, spans) may carry what the gateway logged
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.workdir / "logs").mkdir(exist_ok=True)
         self.ports = {name: free_port(conventions.PORTS[name]) for name in ("gateway", "bridge_metrics", "otlp_http")}
         receiver = self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()
@@ -110,11 +113,14 @@ class LocalStack:
         folder.mkdir(exist_ok=True)
         spec = self.config.slo_spec or slo.DEFAULT_SPEC
         rules = folder / "slo.rules.yml"
-        slo.write(rules, slo.render(slo.rules(slo.load(spec)), source=spec.name))
+        slos = slo.load(spec)
+        slo.write(rules, slo.render(slo.rules(slos), source=spec.name))
+        self.periods = {s.name: parse_duration(s.window) for s in slos}
         interval = self.config.scrape_interval
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "rule_files": [str(rules)],
+            # Prometheus reads a relative rule_files path from the config file's folder, where the rules are
+            "rule_files": [rules.name],
             "scrape_configs": [
                 {"job_name": "gateway", "static_configs": [{"targets": [f"127.0.0.1:{self.ports['gateway']}"]}]},
                 {
@@ -139,7 +145,7 @@ class LocalStack:
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         with open(self.workdir / f"{name}.log", "ab") as out:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "obsbox", *args],
+                obsbox_command(*args),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **(env or {})},

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import html
 import io
 import json
+import math
 import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from matplotlib import image
@@ -12,7 +18,7 @@ from matplotlib import image
 from obsbox.cli import main
 from obsbox.dashboards import queries as q
 from obsbox.dashboards import report, slos
-from obsbox.dashboards.promapi import Series
+from obsbox.dashboards.promapi import Prometheus, Series
 from obsbox.dashboards.report_cli import parse_time
 from tests.dashboards.procs import free_port, http_ok, prometheus, stop, wait_for
 
@@ -45,8 +51,38 @@ def test_a_stacked_chart_aligns_series_on_one_timeline():
     chart = report.Chart("stages", "Stages", "s", [q.STAGE_MEAN], stacked=True)
     chart.series = [("a", ramp(t0, [0.1, 0.1, 0.1], {"stage": "a"})), ("b", ramp(t0 + 15, [0.2, 0.2], {"stage": "b"}))]
     assert report._timeline(chart.series) == [t0, t0 + 15, t0 + 30]
-    assert report._on([t0, t0 + 15, t0 + 30], chart.series[1][1]) == [0.0, 0.2, 0.2]
+    assert report._stacks(chart) == ([t0, t0 + 15, t0 + 30], [[0.1, 0.1, 0.1], [0.0, 0.2, 0.2]])
     assert png_pixels(report.draw(chart)).std() > 0.05
+
+
+def test_no_line_is_drawn_across_a_time_without_data():
+    """Prometheus returns no point where a series had no data: the line breaks there, in a stack too."""
+    t0 = 1_700_000_000.0
+    times = [t0, t0 + 15, t0 + 30, t0 + 300, t0 + 315]
+    series = report.Series({}, times, [0.4, 0.5, 0.6, 0.2, 0.3])
+    gapped_t, gapped_v = report._gapped(series.times, series.values, 15)
+    assert gapped_t == [*times[:3], t0 + 165, *times[3:]]
+    assert math.isnan(gapped_v[3]) and [v for v in gapped_v if not math.isnan(v)] == series.values
+    assert report._gapped(series.times, series.values, 0) == (gapped_t, gapped_v), "the step found from the points"
+    chart = report.Chart("stages", "Stages", "s", [q.STAGE_MEAN], series=[("a", series)], stacked=True, step=15)
+    stack_t, (stack,) = report._stacks(chart)
+    assert stack_t == gapped_t and math.isnan(stack[3])
+    line = report.Chart("p95", "P95", "s", [q.REPLY_P95], series=[("P95", series)], step=15)
+    (drawn,) = report.figure(line).axes[0].get_lines()
+    assert math.isnan(drawn.get_ydata()[3])
+
+
+def test_the_legend_stays_off_the_data():
+    t0 = 1_700_000_000.0
+    charts = report.plan(slos.load(), slos.reply_latency_threshold())
+    burn = charts[2]
+    burn.series = [(f"ReplyLatency {w}", ramp(t0, [20.0, 18.0, 16.0], {})) for w in ("5m", "30m", "1h", "2h", "6h")]
+    fig = report.figure(burn)
+    fig.canvas.draw()
+    axes = fig.axes[0].get_window_extent()
+    (legend,) = fig.legends
+    assert not legend.get_window_extent().overlaps(axes), "the legend covers the plotted data"
+    assert len(legend.get_texts()) == len(burn.series) + len(burn.lines)
 
 
 def test_the_html_embeds_each_png_and_the_data_behind_it():
@@ -63,6 +99,38 @@ def test_the_html_embeds_each_png_and_the_data_behind_it():
     assert data[0]["series"][0]["v"] == [0.9, 1.1, 1.2] and data[0]["lines"][0]["value"] == 0.3
     assert "SLO threshold 300 ms: 3 points at or above it." in text
     assert text.count("<strong>No data</strong>") == len(charts) - 1
+    assert "<th>series</th><th>min</th>" in text and "<td>900 ms</td><td>1,067 ms</td><td>1,200 ms</td>" in text
+
+
+@contextlib.contextmanager
+def empty_prometheus(folder: Path) -> Iterator[str]:
+    """A real Prometheus that scrapes nothing; its URL."""
+    port = free_port()
+    (folder / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
+    log = folder / "prometheus.log"
+    procs = {log: prometheus(folder / "prometheus.yml", folder / "tsdb", port, log, "--log.level=error")}
+    try:
+        wait_for("Prometheus to be ready", lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), procs, 30)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(procs)
+
+
+def test_the_html_shows_each_query_as_it_ran_with_its_variables_filled_in(tmp_path):
+    """The report's queries run against a real Prometheus; the page shows what ran, not $__rate_interval."""
+    now = time.time()
+    charts = report.plan(slos.load(), slos.reply_latency_threshold())
+    with empty_prometheus(tmp_path) as url:
+        report.collect(Prometheus(url), charts, now - 600, now, selection={"route": "/v1/.*"})
+    for chart in charts:
+        chart.png = report.draw(chart)
+    text = report.render_html(report.Report(url, now - 600, now, 3, None, charts))
+    shown = [html.unescape(m) for m in re.findall(r"<pre><code>(.*?)</code></pre>", text, re.S)]
+    assert shown == [expr for chart in charts for expr in chart.exprs]
+    assert not [expr for expr in shown if "$" in expr], "a template variable left in a shown query"
+    assert 'route=~"/v1/.*"' in shown[0] and "[60s]" in shown[0]
+    data = [json.loads(m) for m in re.findall(r'class="chart-data">(.*?)</script>', text)]
+    assert [d["queries"] for d in data] == [chart.exprs for chart in charts]
 
 
 def test_time_arguments():
@@ -95,16 +163,9 @@ def test_report_names_an_unreachable_prometheus(tmp_path, capsys):
 
 def test_report_against_a_real_prometheus_without_data(tmp_path, capsys):
     """A Prometheus that scrapes nothing: the report is written, and says which charts have no data."""
-    port = free_port()
-    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
-    log = tmp_path / "prometheus.log"
-    procs = {log: prometheus(tmp_path / "prometheus.yml", tmp_path / "tsdb", port, log, "--log.level=error")}
-    try:
-        wait_for("Prometheus to be ready", lambda: http_ok(f"http://127.0.0.1:{port}/-/ready"), procs, 30)
-        out = tmp_path / "r.html"
-        code = main(["report", "--prometheus", f"http://127.0.0.1:{port}", "--out", str(out), "--last", "5m"])
-    finally:
-        stop(procs)
+    out = tmp_path / "r.html"
+    with empty_prometheus(tmp_path) as url:
+        code = main(["report", "--prometheus", url, "--out", str(out), "--last", "5m"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     charts = 2 + len(slos.load())

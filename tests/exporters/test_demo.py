@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+from obsbox.child import obsbox_command
 from obsbox.exporters import InstrumentConfig
 from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.latency import LatencyModel
@@ -24,6 +25,7 @@ from obsbox.exporters.demo.load import LoadConfig, LoadGenerator
 from obsbox.exporters.demo.scenarios import scenario
 from obsbox.exporters.demo.server import GatewayServer
 from tests.exporters.servers import no_otlp, serve_asgi
+from tests.shadowing import IMPORTED, obsbox_script, shadowing_folder
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -177,3 +179,23 @@ def test_obsbox_load_names_a_gateway_that_is_down():
     assert "no successful request to http://127.0.0.1:9" in result.stderr
     bad = subprocess.run([*command, "--think-time", "3,1"], check=False, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "0 <= MIN <= MAX" in bad.stderr
+
+
+@pytest.mark.parametrize("safe_path_flag", [True, False], ids=["-P", "-c stub"])
+def test_a_child_obsbox_ignores_an_obsbox_folder_in_its_working_directory(tmp_path, safe_path_flag):
+    command = obsbox_command("--version", safe_path_flag=safe_path_flag)
+    folder = shadowing_folder(tmp_path)
+    result = subprocess.run(command, cwd=folder, check=False, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("obsbox "), result.stdout + result.stderr
+
+
+def test_obsbox_demo_runs_from_a_folder_that_holds_a_directory_named_obsbox(tmp_path):
+    """The load generator is a child process: it must import the installed package, not ./obsbox."""
+    folder = shadowing_folder(tmp_path)
+    command = [str(obsbox_script()), "demo", "--scenario", "tuned", "--sessions", "2", "--duration", "2"]
+    command += ["--think-time", "0,0.2", "--port", "0"]
+    result = subprocess.run(command, cwd=folder, check=False, capture_output=True, text=True, timeout=90)
+    out = result.stdout + result.stderr
+    assert IMPORTED not in out
+    assert result.returncode == 0, out
+    assert re.search(r"load generator: [1-9]\d* requests", out), out

@@ -1,0 +1,175 @@
+"""``obsbox up`` as a newcomer meets it: the default run (no --workdir, as scripts/up starts it) from a
+folder that holds a directory named obsbox, a group SIGTERM, and what the summary says in the first
+minutes, when the SLO windows hold less data than their length."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from obsbox import conventions as c
+from obsbox.dashboards.promapi import Prometheus, PrometheusError
+from obsbox.local.cli import obsbox_executable
+from obsbox.local.live import Alert, Summary, render, warming
+from tests.shadowing import IMPORTED, obsbox_script, shadowing_folder
+
+DAY = 86400.0
+
+
+class Up:
+    """``obsbox up`` in a process group of its own, as a shell or `timeout` starts it; what it prints
+    is read as it comes, into ``printed``."""
+
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(obsbox_script()), "up", "--refresh", "1", *args],
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.printed: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.printed.extend(self.proc.stdout or ()), daemon=True)
+        self.reader.start()
+
+    @property
+    def out(self) -> str:
+        return "".join(self.printed)
+
+    def wait_until(self, what: str, ready: Callable[[], object], seconds: float):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.reader.join(10)
+                pytest.fail(f"obsbox up exited with {self.proc.returncode} while waiting for {what}:\n{self.out}")
+            if value := ready():
+                return value
+            time.sleep(1)
+        pytest.fail(f"no {what} after {seconds:.0f} s:\n{self.out}")
+
+    def stop_group(self) -> str:
+        """SIGTERM to the whole group (`timeout`, `kill -- -PGID`); everything it printed."""
+        with contextlib.suppress(ProcessLookupError):  # the group is gone when obsbox up failed
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(60)
+        self.reader.join(10)
+        return self.out
+
+
+def test_a_group_sigterm_stops_the_local_mode_and_exits_0(tmp_path):
+    work = tmp_path / "local"
+    up = Up(tmp_path, "--no-prometheus", "--sessions", "5", "--workdir", str(work))
+    try:
+        enriched = work / "enriched.jsonl"
+        up.wait_until("enriched line", lambda: enriched.exists() and enriched.stat().st_size, 45)
+    finally:
+        out = up.stop_group()
+    assert up.proc.returncode == 0, out
+    assert "exited with" not in out and "\nstopped\n" in out, out
+    assert "summary (untuned)" in (work / "gateway.log").read_text(), "the gateway did not stop gracefully"
+    assert stat.S_IMODE(work.stat().st_mode) == 0o700, "the outputs are for their owner only"
+
+
+@pytest.mark.slow
+def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_path):
+    """Run as scripts/up runs it: the relative default out/local, from a folder with an obsbox/ directory;
+    promtool accepts the config it writes, and the burn rate shows in its first minute, marked as young."""
+    for tool in ("prometheus", "promtool"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: scripts/test installs Debian's prometheus package")
+    folder = shadowing_folder(tmp_path)
+    up = Up(folder)
+    try:
+        first = up.wait_until("first line", lambda: up.printed[:1], 30)[0]
+        match = re.search(r"Prometheus (http://127\.0\.0\.1:\d+)", first)
+        assert match, f"obsbox up did not start a Prometheus: {first}"
+        api = Prometheus(match.group(1))
+
+        def burn():
+            try:
+                return api.query(f'{c.SLO_CURRENT_BURN_RATE}{{slo="ReplyLatency"}}')
+            except PrometheusError:
+                return None
+
+        rate = up.wait_until("SLO burn rate in Prometheus", burn, 60)[0].finite[-1]
+        young = re.compile(r"ReplyLatency +\d+\.\d\dx  \(warming up: [0-4] of 5 minutes\)")
+        up.wait_until("burn rate in the summary", lambda: young.search(up.out), 30)
+        config = folder / "out" / "local" / "prometheus" / "prometheus.yml"
+        check = subprocess.run(
+            ["promtool", "check", "config", str(config)], check=False, capture_output=True, text=True
+        )
+    finally:
+        out = up.stop_group()
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SUCCESS: 1 rule files found" in check.stdout
+    assert rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {rate}"
+    assert IMPORTED not in out and up.proc.returncode == 0, out
+    obsbox = obsbox_script()  # not under the working directory: named by its full path
+    assert f"next steps (from {folder}, where the paths below start)" in out, out
+    assert f"{obsbox} bridge '/path/to/your/logs/*.json' --to file:out/local/yours.jsonl" in out, out
+    assert f"{obsbox} report --prometheus {match.group(1)} --last 15m --out out/local/report.html" in out, out
+
+
+def test_the_next_steps_name_the_environment_s_obsbox_script_from_the_checkout(monkeypatch):
+    script = obsbox_script()
+    monkeypatch.chdir(script.parents[2])  # the folder that holds .venv/bin/obsbox
+    assert obsbox_executable() == os.path.join(script.parent.parent.name, "bin", "obsbox")
+
+
+def summary(data_seconds: float) -> Summary:
+    """Two SLOs, one alert: what Prometheus answers after ``data_seconds`` of the untuned demo."""
+    windows = (300, 3600, 30 * DAY)
+    return Summary(
+        source="Prometheus",
+        burn={"ReplyLatency": 18.5, "Availability": 0.5},
+        budget_remaining={"ReplyLatency": 1 - 18.5, "Availability": 1 - 0.5},
+        held={(name, w): min(w, data_seconds) for name in ("ReplyLatency", "Availability") for w in windows},
+        periods={"ReplyLatency": 30 * DAY, "Availability": 30 * DAY},
+        alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")],
+    )
+
+
+def test_a_burn_rate_is_marked_until_its_window_holds_that_much_data():
+    early = render(summary(130), 130)
+    assert re.search(r"ReplyLatency +18\.50x  \(warming up: 2 of 5 minutes\)\n", early), early
+    later = render(summary(400), 400)
+    assert re.search(r"ReplyLatency +18\.50x\n", later) and re.search(r"Availability +0\.50x\n", later), later
+
+
+def test_a_period_budget_is_how_long_it_lasts_until_the_period_holds_that_much_data():
+    early = render(summary(400), 400)
+    assert "%" not in early, "a budget left over 30 days from 7 minutes of data is not a percentage to show"
+    assert "30d budget: warming up: 7 minutes of 30 days; at the rate so far it lasts 38.9 hours" in early
+    assert "at the rate so far it lasts 60.0 days" in early  # 0.5x spends the budget in twice the period
+    full = render(summary(31 * DAY), 31 * DAY)
+    assert "budget left over 30d: -1750.0%" in full and "budget left over 30d: 50.0%" in full
+
+
+def test_a_firing_alert_says_which_window_is_still_warming_up():
+    assert "ReplyLatency page 1h/5m (firing; the 1h window is warming up: 7 of 60 minutes)" in render(summary(400), 1)
+    assert "ReplyLatency page 1h/5m (firing)" in render(summary(2 * 3600), 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "window", "said"),
+    [
+        (0, 300, "0 of 5 minutes"),
+        (3 * 3600, 6 * 3600, "3 of 6 hours"),
+        (600, 3 * DAY, "10 minutes of 3 days"),
+        (60, 30 * DAY, "1 minute of 30 days"),
+    ],
+)
+def test_warming_up_is_said_in_the_window_s_own_unit(data, window, said):
+    assert warming(data, window) == f"warming up: {said}"
