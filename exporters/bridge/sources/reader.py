@@ -69,6 +69,7 @@ class FileReader:
         self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
         self.fingerprint_bytes = fingerprint_bytes
         self.fp = Fingerprint(b"", False)
+        self.head = b""  # the first bytes this generation is known to hold (see ``head_mark``)
         self.mark = ("", 0)  # (hex digest, bytes covered) of the head, as a saved position keeps it
         self.prints: dict[int, str | None] = {}  # bytes covered → the head's print, while judging resumes
         self.origin = Origin(path, b"")
@@ -102,12 +103,19 @@ class FileReader:
         return True
 
     def head_mark(self) -> tuple[str, int]:
-        """The print a saved position keeps of this file: its head, grown with the file up to
-        ``fingerprint_bytes`` (read again only while it still grows)."""
-        covers = min(max(self.size, len(self.fp.head)), self.fingerprint_bytes)
-        if covers != self.mark[1]:
-            head = os.pread(self.fd, covers, 0)
-            self.mark = (digest(head).hex(), len(head))
+        """The print a saved position keeps of this file: its first bytes, up to ``fingerprint_bytes``,
+        as this generation of the file is known to hold them (at least its first line, read when it
+        was identified). It grows with the file, but only over bytes that continue what was known:
+        a file truncated and rewritten since (not noticed yet: reads stop while a sink is down)
+        keeps its old print, so the saved offset, which belongs to the old content, is refused at the
+        next start and the file read again (duplicates), never applied to the new content (a loss)."""
+        known = self.head or self.fp.head
+        if len(known) < min(self.size, self.fingerprint_bytes):
+            head = os.pread(self.fd, self.fingerprint_bytes, 0)
+            known = head if head.startswith(known) else known
+        self.head = known
+        if len(known) != self.mark[1]:
+            self.mark = (digest(known).hex(), len(known))
         return self.mark
 
     def holds(self, saved: Position) -> bool:
@@ -126,6 +134,7 @@ class FileReader:
     def start_at(self, offset: int, acked: int | None = None) -> None:
         """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
         self.prints.clear()  # judged: a truncation makes this file new content again
+        self.head, self.mark = b"", ("", 0)
         self.read_offset = self.emitted = offset
         self.acked = offset if acked is None else acked
         self.partial, self.skipping = b"", None
@@ -136,7 +145,6 @@ class FileReader:
         """The file was truncated: its content starts again from 0."""
         self.start_at(0)
         self.sample = (0, b"")
-        self.mark = ("", 0)
 
     def line_start(self) -> int:
         """Offset of the first byte not yet part of an emitted line (or of a join still open)."""

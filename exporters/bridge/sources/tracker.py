@@ -517,7 +517,8 @@ class Tracker:
         for fid, (generation, offset) in checkpoint.items():
             tracked = self.by_id.get(fid)
             if tracked is not None and tracked.generation != generation:
-                tracked = self.successors.pop((fid, generation), None)  # that content lives in its copy now
+                # that content lives in its copy now; kept, as several batches in flight may carry it
+                tracked = self.successors.get((fid, generation))
             if tracked is not None and tracked.id in self.by_id and offset > tracked.reader.acked:
                 tracked.reader.acked = min(offset, tracked.reader.emitted)
         entries = []
