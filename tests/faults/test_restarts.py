@@ -1,0 +1,59 @@
+"""Restarts after a rotation the bridge had not read yet: what a saved position may claim.
+
+A commit saves a position for every file, also for one whose batch it did not carry. When such a
+file was truncated and rewritten since it was last read (copytruncate while a sink held the
+pipeline, or simply before its turn came), the position keeps the old content's offset: its print
+must stay the old content's too, or the next start resumes the new content at an offset that
+belongs to the old one, and skips its first lines.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from obsbox.config import build
+from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
+from tests.bridge.harness import context
+from tests.faults.ledger import Ledger
+
+
+def tail(tmp_path: Path, include: list[str]) -> TailSource:
+    config = build(TailConfig, {"include": include, "positions": str(tmp_path / "positions.json"), "hold_files": False})
+    return TailSource(config, context(state_dir=tmp_path))
+
+
+def drain(source: TailSource, room: int = 10_000) -> list[bytes]:
+    """Poll and acknowledge until nothing is left; the lines read."""
+    got: list[bytes] = []
+    while (batch := source.poll(room, 1 << 20)) is not None:
+        got.extend(rec.raw for rec in batch.lines.records())
+        source.commit(batch.checkpoint)
+    return got
+
+
+def test_a_file_rewritten_before_its_turn_is_read_from_its_start_after_a_restart(tmp_path):
+    busy, quiet = Ledger("busy"), Ledger("quiet")
+    busy_log, quiet_log = tmp_path / "busy.json", tmp_path / "quiet.json"
+    busy.append(busy_log, 3)
+    quiet.append(quiet_log, 3)  # about 200 bytes: its print covers them all
+    source = tail(tmp_path, [str(busy_log), str(quiet_log)])
+    received = drain(source)
+    os.truncate(quiet_log, 0)  # copytruncate: the copy is elsewhere, the new content longer
+    quiet.append(quiet_log, 20)
+    busy.append(busy_log, 1)
+    source.tracker.measure()  # a scan saw the new size (as the watcher does while a sink is down)
+    order = [t.path for t in source.tracker.readable()]
+    source.rr = (order.index(str(busy_log)) - 1) % len(order)  # the busy file's turn comes first
+    batch = source.poll(1, 1 << 20)  # room for one line: the quiet file is not looked at
+    assert batch is not None
+    assert list(batch.checkpoint) == [next(t.id for t in source.files.values() if t.path == str(busy_log))]
+    received.extend(rec.raw for rec in batch.lines.records())
+    source.commit(batch.checkpoint)  # saves a position for the quiet file too, at its old offset
+    source.shutdown()  # as a kill -9 would leave it: the quiet file's new lines never read
+
+    restarted = tail(tmp_path, [str(busy_log), str(quiet_log)])
+    received.extend(drain(restarted))
+    restarted.shutdown()
+    busy.check(received).assert_delivered()
+    quiet.check(received).assert_delivered()  # the new content from its first line
