@@ -11,7 +11,7 @@ Sources of the runtime lines:
 - ENGINE: lines Docker Engine 20.10.24 (Debian's docker.io 20.10.24+dfsg1) wrote to a json-file log,
   copied as they are, from ``sh -c`` in a busybox container printing a JSON line, ``to stderr`` on
   stderr, ``printf "%16383s\r\n" x`` (a CRLF line whose ``\r`` is the 16384th byte) and a last JSON
-  line without a newline.
+  line without a newline; and from ``printf x``, 8192 times "é" and a newline (a split inside a character).
 """
 
 from __future__ import annotations
@@ -51,6 +51,10 @@ ENGINE_LAST = (  # the stream ended without a newline: the copier logged the res
     b'{"log":"{\\"level\\":\\"warn\\",\\"msg\\":\\"bye\\"}","stream":"stdout","time":"2026-12-01T20:10:17.361208801Z"}'
 )
 ENGINE_LINES = (ENGINE_SERVED, ENGINE_CRLF_SPLIT, ENGINE_CRLF_END, ENGINE_STDERR, ENGINE_LAST)
+ENGINE_CUT_CHARACTER = (  # printf x, then 8192 times "é" and a newline: the split falls inside the last "é"
+    b'{"log":"x' + "é".encode() * 8191 + b'\\ufffd","stream":"stdout","time":"2026-12-01T20:07:35.194257648Z"}',
+    b'{"log":"\\ufffd\\n","stream":"stdout","time":"2026-12-01T20:07:35.194257648Z"}',
+)
 OTELCOL_POD = "some_kube-controller-kind-control-plane_49cc7c1fd3702c40b2686ea7486091d6"
 TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 APP_LINE = orjson.dumps({"level": "info", "msg": "served", "traceparent": f"00-{TRACE}-{SPAN}-01"})
@@ -217,12 +221,14 @@ def test_the_engines_lines_unwrap_with_a_crlf_split_between_entries_and_a_last_l
     assert out[3].offset == offset - len(ENGINE_LAST) - 1 and joiner.pending_start() is None
 
 
-def test_a_partial_of_16_kib_still_waits_for_the_entry_that_ends_its_line():
+def test_a_split_that_cut_a_character_still_waits_for_the_entry_that_ends_its_line():
+    """Docker wrote each of the cut character's two bytes as a U+FFFD: the split entry holds 16386
+    bytes of text, not fewer than 16 KiB, so it is still a split."""
     joiner, out = Joiner("docker", 1 << 20), []
-    joiner.feed(docker("é" * 8191 + "\ufffd").rstrip(b"\n"), 0, ORIGIN, out)  # a split that cut a character
+    joiner.feed(ENGINE_CUT_CHARACTER[0], 0, ORIGIN, out)
     assert out == [] and joiner.pending_start() == 0
-    joiner.feed(docker("\ufffdafter\n").rstrip(b"\n"), 16_500, ORIGIN, out)
-    assert [r.raw for r in out] == [("é" * 8191 + "\ufffd\ufffdafter").encode()]
+    joiner.feed(ENGINE_CUT_CHARACTER[1], len(ENGINE_CUT_CHARACTER[0]) + 1, ORIGIN, out)
+    assert [r.raw for r in out] == [("x" + "é" * 8191 + "\ufffd\ufffd").encode()]
 
 
 def test_once_twice_over_a_containers_last_line_without_newline_ships_it_once(tmp_path):
