@@ -235,13 +235,15 @@ def stop_engine(process: subprocess.Popen[bytes]) -> None:
 def running_engine() -> Iterator[Engine]:
     """A running engine with the busybox image; started once per session, stopped at its end."""
     root = Path(tempfile.mkdtemp(prefix="obsbox-dockerd-"))  # short: unix socket paths are limited
-    process = None
+    process, why = None, ""
     try:
         try:
             process, engine = start_engine(root)
             engine.docker("import", "-", IMAGE, stdin=busybox_image())
         except EngineError as exc:
-            pytest.fail(f"no Docker engine: {exc}", pytrace=False)
+            why = str(exc)
+        if why:  # failed here, outside the handler: one line, without the exception it handled
+            pytest.fail(f"no Docker engine: {why}", pytrace=False)
         yield engine
         if engine.containers:
             engine.docker("rm", "--force", *(c.id for c in engine.containers))
