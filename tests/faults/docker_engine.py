@@ -6,11 +6,11 @@ temporary folder: data root, exec root, pid file and the unix socket the tests t
 touches no engine of the machine. The data root is a filesystem of its own (a sparse ext4 image,
 loop-mounted) where it can be: inode numbers there are handed out by ext4 alone, which gives a
 removed file's inode to the next file created, as Docker's rotation does on a quiet disk; on a
-shared ``/tmp`` other processes take them first. No bridge network and no iptables rules are set up (the
-containers run with ``--network none``); overlay2 is tried first, then vfs. It answers within about
-a second here. The image is ``docker import`` of a tar holding the static ``busybox`` as
-``/bin/busybox`` and ``/bin/sh``: its shell runs every other applet (``printf``, ``tr``, ``sleep``)
-itself. Containers log with json-file, which Docker writes to
+shared ``/tmp`` other processes take them first. No bridge network and no iptables rules are set
+up (the containers run with ``--network none``); overlay2 is tried first, then vfs. It answers
+within about a second here. The image is ``docker import`` of a tar holding the static ``busybox``
+as ``/bin/busybox`` and ``/bin/sh``: its shell runs every other applet (``printf``, ``tr``,
+``sleep``) itself. Containers log with json-file, which Docker writes to
 ``<data root>/containers/<id>/<id>-json.log`` and rotates itself (``max-size``, ``max-file``). The
 session's end removes the containers and stops the engine.
 
@@ -68,6 +68,10 @@ class Engine:
     image: str = IMAGE
     containers: list[Container] = field(default_factory=list)
 
+    @property
+    def data_root(self) -> Path:
+        return self.root / "data"
+
     def docker(self, *args: str, stdin: bytes | None = None, timeout: float = 60) -> str:
         """Run the docker CLI against this engine; its output, or an EngineError with its stderr."""
         try:
@@ -109,7 +113,7 @@ class Engine:
             "-c",
             script,
         )
-        container = Container(self, cid, self.root / "data" / "containers" / cid / f"{cid}-json.log")
+        container = Container(self, cid, self.data_root / "containers" / cid / f"{cid}-json.log")
         self.containers.append(container)
         return container
 
@@ -162,26 +166,28 @@ def busybox_image() -> bytes:
     return out.getvalue()
 
 
-def own_filesystem(folder: Path) -> bool:
-    """Mount a fresh ext4 filesystem at ``folder`` (a 1 GiB sparse image beside it); False where
-    loop devices or ``mkfs.ext4`` are missing, and ``folder`` is then a plain folder."""
+def own_filesystem(folder: Path) -> None:
+    """Mount a fresh ext4 filesystem at ``folder`` (a 1 GiB sparse image beside it); where loop
+    devices or ``mkfs.ext4`` are missing, ``folder`` stays a plain folder."""
     image = folder.with_suffix(".ext4")
     folder.mkdir()
     with open(image, "wb") as handle:
         handle.truncate(1 << 30)
     steps = (["mkfs.ext4", "-q", "-F", str(image)], ["mount", "-o", "loop", str(image), str(folder)])
-    return all(subprocess.run(step, capture_output=True, check=False).returncode == 0 for step in steps)
+    for step in steps:
+        if subprocess.run(step, capture_output=True, check=False).returncode != 0:
+            return
 
 
-def start_engine(root: Path) -> tuple[subprocess.Popen[bytes], Engine]:
-    """Start ``dockerd`` under ``root`` and wait until it answers on its socket, trying overlay2
+def start_engine(engine: Engine) -> subprocess.Popen[bytes]:
+    """Start ``dockerd`` under ``engine.root`` and wait until it answers on its socket, trying overlay2
     and then vfs; an EngineError with the engine's last words when neither starts."""
     if shutil.which("dockerd") is None or shutil.which("docker") is None:
         raise EngineError("dockerd or docker is not installed (Debian's docker.io; scripts/test installs it)")
     if os.geteuid() != 0:
         raise EngineError("dockerd needs root here (no rootless setup)")
-    engine = Engine(root / "docker.sock", root)
-    own_filesystem(root / "data")
+    root = engine.root
+    own_filesystem(engine.data_root)
     why = ""
     for driver in ("overlay2", "vfs"):
         log = root / f"dockerd-{driver}.log"
@@ -189,7 +195,7 @@ def start_engine(root: Path) -> tuple[subprocess.Popen[bytes], Engine]:
             process = subprocess.Popen(
                 [
                     "dockerd",
-                    f"--data-root={root / 'data'}",
+                    f"--data-root={engine.data_root}",
                     f"--exec-root={root / 'exec'}",
                     f"--pidfile={root / 'dockerd.pid'}",
                     f"--host=unix://{engine.socket}",
@@ -205,7 +211,7 @@ def start_engine(root: Path) -> tuple[subprocess.Popen[bytes], Engine]:
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline and process.poll() is None:
             if engine.answers():
-                return process, engine
+                return process
             time.sleep(0.2)
         stop_engine(process)
         lines = log.read_text(errors="replace").strip().splitlines()
@@ -235,10 +241,11 @@ def stop_engine(process: subprocess.Popen[bytes]) -> None:
 def running_engine() -> Iterator[Engine]:
     """A running engine with the busybox image; started once per session, stopped at its end."""
     root = Path(tempfile.mkdtemp(prefix="obsbox-dockerd-"))  # short: unix socket paths are limited
+    engine = Engine(root / "docker.sock", root)
     process, why = None, ""
     try:
         try:
-            process, engine = start_engine(root)
+            process = start_engine(engine)
             engine.docker("import", "-", IMAGE, stdin=busybox_image())
         except EngineError as exc:
             why = str(exc)
@@ -250,5 +257,5 @@ def running_engine() -> Iterator[Engine]:
     finally:
         if process is not None:
             stop_engine(process)
-        release_filesystem(root / "data")
+        release_filesystem(engine.data_root)
         shutil.rmtree(root, ignore_errors=True)

@@ -11,6 +11,7 @@ removed), and two bridges follow the container's folder at once: one with the gl
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from pathlib import Path
 
@@ -91,10 +92,8 @@ def outcomes(bridges: dict[str, Running], ledger: Ledger) -> dict[str, str]:
 
 
 def assert_delivered(outcome: dict[str, str]) -> None:
-    assert all(
-        o.endswith(": 0 lost, 0 duplicates, 0 torn, 0 out of order, 0 truncations, 0 bytes unread")
-        for o in outcome.values()
-    ), outcome
+    clean = ": 0 lost, 0 duplicates, 0 torn, 0 out of order, 0 truncations, 0 bytes unread"
+    assert all(o.endswith(clean) for o in outcome.values()), "; ".join(f"{n}: {o}" for n, o in outcome.items())
 
 
 def assert_printed_as_the_ledger_writes(container: Container, pad: int = PAD) -> None:
@@ -150,7 +149,8 @@ def test_at_a_rotation_every_2_5_s_with_inodes_reused_nothing_is_lost_or_taken_f
 ):
     ledger = Ledger("reuse")
     container, bridges, inodes = run_followed(docker_engine, printed(ledger, 1400, per_tick=14, tick=0.1), tmp_path)
-    assert len(set(inodes)) < len(inodes), f"no inode was reused by Docker's new log files: {inodes}"
+    own = "" if os.path.ismount(docker_engine.data_root) else "not "
+    assert len(set(inodes)) < len(inodes), f"no inode reused by Docker's new logs: {inodes}, on {own}an ext4 of its own"
     assert_printed_as_the_ledger_writes(container)
     assert_delivered(outcomes(bridges, ledger))
 
