@@ -50,6 +50,7 @@ BRIDGE_FILES = "obsbox_bridge_files_tracked"  # gauge
 BRIDGE_ROTATIONS = "obsbox_bridge_rotations_total"  # {kind}
 BRIDGE_UNREADABLE_BYTES = "obsbox_bridge_unreadable_bytes_total"
 BRIDGE_ERRORS = "obsbox_bridge_errors_total"  # {kind}
+BRIDGE_RESUMES = "obsbox_bridge_resumes_total"  # {outcome}: how a saved position was judged on restart
 BRIDGE_LAG = "obsbox_bridge_lag_bytes"  # gauge {path}
 BRIDGE_FILE_FORMAT = "obsbox_bridge_file_format"  # gauge {path, format}: 1 for the format a file is read as
 BRIDGE_SPANS_SKIPPED = "obsbox_bridge_spans_skipped_total"  # {reason}

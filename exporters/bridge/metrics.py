@@ -82,6 +82,7 @@ class BridgeMetrics:
         self.rotations = t.counter(c.BRIDGE_ROTATIONS, "Rotations seen, by kind.", ["kind"])
         self.unread = t.counter(c.BRIDGE_UNREADABLE_BYTES, "Bytes lost to a copytruncate whose copy no glob matches.")
         self.errors = t.counter(c.BRIDGE_ERRORS, "Operational errors, by kind.", ["kind"])
+        self.resumes = t.counter(c.BRIDGE_RESUMES, "Saved positions judged on restart, by outcome.", ["outcome"])
         self.lag = LagGauge(t.gauge(c.BRIDGE_LAG, "Bytes of a file not yet acknowledged by every sink.", ["path"]))
         self.file_format = FormatGauge(
             t.gauge(c.BRIDGE_FILE_FORMAT, "1 for the format each open file is read as.", ["path", "format"])

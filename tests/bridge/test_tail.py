@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import threading
 import time
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 import pytest
 
 from obsbox.config import build
+from obsbox.exporters.bridge.metrics import BridgeMetrics
+from obsbox.exporters.bridge.sources import watch
+from obsbox.exporters.bridge.sources.finder import (
+    COMPRESSED,
+    LIVE,
+    find_files,
+    find_rotated,
+    may_name,
+    rotation_place,
+    watched_folders,
+)
+from obsbox.exporters.bridge.sources.fingerprint import digest
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
+from obsbox.exporters.bridge.sources.watch import FolderWatch, Seen
 from tests.bridge.harness import Running, context
+from tests.faults.docker import BUF_SIZE, entry
 
 
 def seqs(records) -> Counter:
@@ -280,3 +296,187 @@ def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp
         assert batch is not None and sorted(seqs(batch.lines.records())) == [0, 1, 2]
     finally:
         source.shutdown()
+
+
+def test_the_folder_watch_wakes_at_once_on_a_new_file_and_not_without_one(tmp_path):
+    metrics = BridgeMetrics()
+    watch = FolderWatch(metrics)
+    try:
+        assert watch.enabled, "inotify is there on Linux"
+        folder = tmp_path / "logs"
+        folder.mkdir()
+        watch.watch({str(folder)})
+        assert watch.wait(0.05) == Seen()
+        (folder / "app.log").write_bytes(b"{}\n")
+        started = time.monotonic()
+        assert watch.wait(5) == Seen([str(folder / "app.log")])
+        assert time.monotonic() - started < 1
+        (folder / "app.log").rename(folder / "app.log.1")
+        assert watch.wait(5).paths == [str(folder / "app.log"), str(folder / "app.log.1")]
+        shutil.rmtree(folder)  # the kernel drops the watch; asked again, the folder is watched anew
+        assert watch.wait(5).everything
+        assert str(folder) not in watch.folders
+        folder.mkdir()
+        watch.watch({str(folder)})
+        (folder / "app.log").touch()
+        assert watch.wait(5).paths == [str(folder / "app.log")]
+        assert may_name(str(folder / "app.log.1"), [str(folder / "*.log")])
+        assert not may_name(str(folder / ".positions.json.tmp"), [str(folder / "*.log")])
+        watch.watch({str(tmp_path / "missing")})  # a folder that does not exist yet is no error
+        assert metrics.errors.labels("inotify")._value.get() == 0
+    finally:
+        watch.close()
+
+
+def test_a_file_created_long_before_the_next_scan_is_read_at_once(tmp_path):
+    running = Running([str(tmp_path / "*.log")], tmp_path / "state", scan_interval=60)
+    time.sleep(0.3)  # the first scan has run; the next periodic one is a minute away
+    (tmp_path / "app.log").write_bytes(orjson.dumps({"seq": 0}) + b"\n")
+    records = running.wait_for(1, timeout=5)
+    running.stop()
+    assert [r.raw for r in records] == [b'{"seq":0}']
+
+
+def test_the_runtimes_rotated_names_and_their_order(tmp_path):
+    docker = "/var/lib/docker/containers/c1/c1-json.log"
+    assert rotation_place(docker) == (docker, LIVE)
+    assert rotation_place(docker + ".2") < rotation_place(docker + ".1") < rotation_place(docker)
+    assert rotation_place(docker + ".1.gz")[0] == docker
+    kubelet = "/var/log/pods/ns_pod_uid/app/0.log"
+    older, newer = kubelet + ".20240102-150405", kubelet + ".20240102-150410.gz"
+    assert rotation_place(older)[0] == rotation_place(newer)[0] == kubelet
+    assert rotation_place(older) < rotation_place(newer) < rotation_place(kubelet)
+    assert rotation_place(kubelet + ".20240102-150405.tmp")[1] == LIVE  # kubelet's temporary file: not a generation
+    assert rotation_place("/srv/app.json.1")[1] == LIVE  # only .log files are known to rotate so
+
+    for name in ("a.log", "a.log.1", "a.log.2", "a.log.1.gz", "a.log.old", "b.txt.1"):
+        (tmp_path / name).write_bytes(b"{}\n")
+    found = find_files([str(tmp_path / "*.log")], COMPRESSED)
+    rotated = find_rotated([str(tmp_path / "*.log")], COMPRESSED, found)
+    assert sorted(os.path.basename(p) for p in rotated.values()) == ["a.log.1", "a.log.2"]
+    assert watched_folders([str(tmp_path / "*" / "x" / "*.log")]) == {str(tmp_path)}
+
+
+def docker_files(folder: Path) -> tuple[list[bytes], Path, Path]:
+    """A json-file generation that ends in the first 16 KiB piece of a line, and the live file that
+    holds the rest of it (as Docker writes them when max-size falls between two pieces)."""
+    moment = datetime(2026, 12, 1, 9, 0, 0, 123456, tzinfo=UTC)
+    lines = [orjson.dumps({"seq": n}) for n in range(3)]
+    long_line = orjson.dumps({"seq": 3, "blob": hashlib.shake_256(b"blob").hexdigest(12_000)})
+    lines += [long_line, orjson.dumps({"seq": 4})]
+    older, live = folder / "c-json.log.1", folder / "c-json.log"
+    older.write_bytes(
+        b"".join(entry(line + b"\n", "stdout", moment) for line in lines[:3])
+        + entry(long_line[:BUF_SIZE], "stdout", moment)
+    )
+    live.write_bytes(entry(long_line[BUF_SIZE:] + b"\n", "stdout", moment) + entry(lines[4] + b"\n", "stdout", moment))
+    return lines, older, live
+
+
+def test_a_line_cut_across_a_rotation_keeps_the_older_position_until_it_is_acknowledged(tmp_path):
+    lines, older, live = docker_files(tmp_path)
+    positions = tmp_path / "pos.json"
+    config = build(TailConfig, {"include": [str(live)], "positions": str(positions), "hold_files": False})
+    source = TailSource(config, context(state_dir=tmp_path))
+    try:
+        first = source.poll(100, 1 << 20)
+        assert [r.raw for r in first.lines.records()] == lines[:3]  # the cut line waits for its end
+        second = source.poll(100, 1 << 20)
+        joined = second.lines.records()
+        assert [r.raw for r in joined] == lines[3:]
+        assert joined[0].origin.path == str(older), "the line is where it began: the older file, its offset"
+        assert joined[0].offset == sum(len(line) for line in older.read_bytes().splitlines(True)[:3])
+        source.commit(first.checkpoint)
+        saved = {Path(e["path"]).name: e["offset"] for e in orjson.loads(positions.read_bytes())["files"]}
+        assert saved == {"c-json.log.1": joined[0].offset, "c-json.log": 0}, "a restart reads the cut line again"
+        source.commit(second.checkpoint)
+        saved = {Path(e["path"]).name: e["offset"] for e in orjson.loads(positions.read_bytes())["files"]}
+        assert saved == {"c-json.log.1": older.stat().st_size, "c-json.log": live.stat().st_size}
+    finally:
+        source.shutdown()
+
+
+def test_two_runs_over_a_line_cut_across_a_rotation_give_it_the_same_identity(tmp_path):
+    _, _, live = docker_files(tmp_path)
+    ids = []
+    for run in range(2):
+        running = Running([str(live)], tmp_path / f"state{run}", once=True)
+        running.thread.join(20)
+        ids.append([(r.origin.key, r.offset, r.trace_id, r.span_id) for r in running.sink.records()])
+    assert len(ids[0]) == 5 and ids[0] == ids[1]
+
+
+def test_positions_saved_before_they_said_how_many_bytes_their_fingerprint_covers_still_resume(tmp_path):
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(10)))
+    state = tmp_path / "state"
+    state.mkdir()
+    st_ = log.stat()
+    first_line = log.read_bytes().split(b"\n")[0] + b"\n"
+    old_entry = {"path": str(log), "dev": st_.st_dev, "ino": st_.st_ino, "fingerprint": digest(first_line).hex()}
+    old_entry["offset"] = len(first_line) * 4
+    (state / "positions.json").write_bytes(orjson.dumps({"version": 1, "files": [old_entry]}))
+    running = Running([str(log)], state, once=True)
+    running.thread.join(20)
+    assert sorted(seqs(running.sink.records())) == list(range(4, 10))
+    assert running.bridge.metrics.resumes.labels("resumed")._value.get() == 1
+    saved = orjson.loads((state / "positions.json").read_bytes())["files"][0]
+    assert saved["fingerprint_bytes"] == min(1024, log.stat().st_size)
+
+
+def test_a_generation_deleted_while_stopped_and_held_by_a_link_is_read_before_its_successor(tmp_path):
+    live = tmp_path / "c-json.log"
+    moment = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)
+
+    def docker_lines(seqs: range) -> bytes:
+        return b"".join(entry(orjson.dumps({"seq": n}) + b"\n", "stdout", moment) for n in seqs)
+
+    live.write_bytes(docker_lines(range(5)))
+    config = build(TailConfig, {"include": [str(live)], "positions": str(tmp_path / "state" / "pos.json")})
+    first = TailSource(config, context(state_dir=tmp_path / "state"))
+    first.commit(first.poll(100, 1 << 20).checkpoint)
+    with open(live, "ab") as fh:  # written, then rotated away and deleted, while the bridge is down
+        fh.write(docker_lines(range(5, 10)))
+    first.scan()
+    first.shutdown()
+    live.rename(tmp_path / "c-json.log.1")
+    live.write_bytes(docker_lines(range(10, 15)))
+    (tmp_path / "c-json.log.1").unlink()
+    second = TailSource(config, context(state_dir=tmp_path / "state"))
+    try:
+        got = []
+        while (batch := second.poll(2, 1 << 20)) is not None:  # small batches: files take turns
+            got += [orjson.loads(r.raw)["seq"] for r in batch.lines.records()]
+        assert got == list(range(5, 15))
+    finally:
+        second.shutdown()
+
+
+def test_a_cri_line_cut_across_kubelet_rotation_arrives_whole(tmp_path):
+    """containerd cuts a line at 16 KiB into ``P`` entries; kubelet renames ``0.log`` to
+    ``0.log.<time>`` and has the runtime reopen it, so the ``F`` entry may open the new file."""
+    folder = tmp_path / "pods" / "shop_cart-7d4b9_1f0e" / "cart"
+    folder.mkdir(parents=True)
+    stamp = "2026-12-01T09:00:00.123456789Z stdout"
+    blob = hashlib.shake_256(b"cart").hexdigest(10_000)
+    (folder / "0.log.20261201-090000").write_bytes(
+        f'{stamp} F {{"seq":0}}\n{stamp} P {{"seq":1,"blob":"{blob[:16384]}\n'.encode()
+    )
+    (folder / "0.log").write_bytes(f'{stamp} F {blob[16384:]}"}}\n{stamp} F {{"seq":2}}\n'.encode())
+    running = Running([str(folder / "0.log")], tmp_path / "state", once=True)
+    running.thread.join(20)
+    records = running.sink.records()
+    assert [orjson.loads(r.raw)["seq"] for r in records] == [0, 1, 2]
+    assert orjson.loads(records[1].raw)["blob"] == blob
+    assert records[1].origin.path.endswith("0.log.20261201-090000")
+
+
+def test_without_inotify_the_periodic_scan_still_finds_new_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(watch, "_libc", lambda: None)  # as on a platform without inotify
+    assert not FolderWatch(BridgeMetrics()).enabled
+    running = Running([str(tmp_path / "*.log")], tmp_path / "state", scan_interval=0.2)
+    time.sleep(0.3)
+    (tmp_path / "app.log").write_bytes(orjson.dumps({"seq": 0}) + b"\n")
+    records = running.wait_for(1, timeout=5)
+    running.stop()
+    assert [r.raw for r in records] == [b'{"seq":0}']

@@ -82,10 +82,12 @@ def kubernetes_resource(path: str) -> tuple[tuple[str, str], ...]:
 class Join:
     """An application line being put together from partial entries of one stream."""
 
-    __slots__ = ("chunks", "offset", "size", "time", "truncated")
+    __slots__ = ("carried", "chunks", "offset", "origin", "size", "time", "truncated")
 
     def __init__(self, offset: int, time: str) -> None:
         self.offset, self.time = offset, time
+        self.origin: Origin | None = None  # the older generation's, for a join carried across a rotation
+        self.carried = False
         self.chunks: list[bytes] = []
         self.size = 0
         self.truncated = False
@@ -105,8 +107,22 @@ class Joiner:
         self.malformed = 0  # entries that are not in the file's format: passed through as they are
 
     def pending_start(self) -> int | None:
-        """Offset of the first entry of the oldest join still open."""
-        return min((join.offset for join in self.open.values()), default=None)
+        """Offset of the first entry of the oldest join still open (0 for one carried from the
+        generation before: this file's position stays before its continuation)."""
+        return min((0 if join.carried else join.offset for join in self.open.values()), default=None)
+
+    def hand_over(self, successor: Joiner, origin: Origin) -> None:
+        """The file was rotated with joins open (Docker cuts a long line between 16 KiB pieces, and
+        may rotate between two): ``successor``, the next generation's joiner, completes them. They
+        keep this file's origin and offset, so their IDs do not depend on where the cut fell."""
+        for stream, join in self.open.items():
+            join.origin, join.carried = join.origin or origin, True  # from where the line began
+            successor.open.setdefault(stream, join)
+        self.open.clear()
+
+    def carrying(self) -> bool:
+        """A join handed over from the generation before is still open."""
+        return any(join.carried for join in self.open.values())
 
     def feed(self, line: bytes, offset: int, origin: Origin, out: list[Record]) -> None:
         entry = self._cri(line) if self.format == "cri" else self._docker(line)
@@ -147,7 +163,7 @@ class Joiner:
         if self.format == "docker" and content.endswith(b"\r"):
             content = content[:-1]  # a CRLF, in one entry or split between two ("...\r", then "\n")
         truncated = join.truncated or len(content) > self.max_line
-        record = Record(content[: self.max_line], origin, join.offset, truncated=truncated)
+        record = Record(content[: self.max_line], join.origin or origin, join.offset, truncated=truncated)
         record.attributes = {STREAM: stream, RUNTIME_TIME: join.time}
         out.append(record)
 

@@ -25,8 +25,9 @@ class Position:
     path: str
     dev: int
     ino: int
-    fingerprint: str  # hex digest of the file's first line (see fingerprint.py)
+    fingerprint: str  # hex digest of the file's first ``fingerprint_bytes`` bytes (see fingerprint.py)
     offset: int
+    fingerprint_bytes: int = 0  # how many bytes ``fingerprint`` covers; 0 (saved before): the first line
 
 
 class PositionsError(RuntimeError):
@@ -59,7 +60,14 @@ class PositionsFile:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         entries = [
-            {"path": p.path, "dev": p.dev, "ino": p.ino, "fingerprint": p.fingerprint, "offset": p.offset}
+            {
+                "path": p.path,
+                "dev": p.dev,
+                "ino": p.ino,
+                "fingerprint": p.fingerprint,
+                "offset": p.offset,
+                "fingerprint_bytes": p.fingerprint_bytes,
+            }
             for p in positions
         ]
         payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)

@@ -27,7 +27,8 @@ from typing import Literal
 
 from obsbox.exporters.bridge.record import Block, Lines, Origin, Record, records_of
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
-from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, read_fingerprint
+from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
+from obsbox.exporters.bridge.sources.positions import Position
 
 SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, which .NET writers put at the start of a file
@@ -67,6 +68,8 @@ class FileReader:
         self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
         self.fingerprint_bytes = fingerprint_bytes
         self.fp = Fingerprint(b"", False)
+        self.mark = ("", 0)  # (hex digest, bytes covered) of the head, as a saved position keeps it
+        self.prints: dict[int, str | None] = {}  # bytes covered → the head's print, while judging resumes
         self.origin = Origin(path, b"")
         self.read_offset = 0
         self.partial = b""  # bytes after the last newline, not yet a line
@@ -81,6 +84,7 @@ class FileReader:
         self.format_option = format
         self.format: Format = "json"
         self.joiner: Joiner | None = None  # unwraps CRI / Docker entries, joining partials
+        self.handed: int | None = None  # read to here, with an open join handed to the next generation
         self.resource = kubernetes_resource(path) if kubernetes_metadata else ()
 
     # ---------------------------------------------------------------- identity and position
@@ -96,9 +100,23 @@ class FileReader:
         self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
 
-    def head_fingerprint(self) -> str:
-        """The fingerprint of what the file holds now (it may have been truncated and rewritten)."""
-        return read_fingerprint(self.fd, self.fingerprint_bytes).hex
+    def head_mark(self) -> tuple[str, int]:
+        """The print a saved position keeps of this file: its head, grown with the file up to
+        ``fingerprint_bytes`` (read again only while it still grows)."""
+        covers = min(max(self.size, len(self.fp.head)), self.fingerprint_bytes)
+        if covers != self.mark[1]:
+            head = os.pread(self.fd, covers, 0)
+            self.mark = (digest(head).hex(), len(head))
+        return self.mark
+
+    def holds(self, saved: Position) -> bool:
+        """Does this file hold the content ``saved`` was taken of? Judged on as many bytes as its
+        print covers (the first line, for a position saved before prints covered more)."""
+        covers = saved.fingerprint_bytes
+        if covers not in self.prints:  # many saved positions may be tried on one file at start
+            first_line = read_fingerprint(self.fd, self.fingerprint_bytes).hex if not covers else None
+            self.prints[covers] = head_print(self.fd, covers) if covers else first_line
+        return self.prints[covers] == saved.fingerprint
 
     def rename(self, path: str) -> None:
         self.path = path
@@ -106,6 +124,7 @@ class FileReader:
 
     def start_at(self, offset: int, acked: int | None = None) -> None:
         """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
+        self.prints.clear()  # judged: a truncation makes this file new content again
         self.read_offset = self.emitted = offset
         self.acked = offset if acked is None else acked
         self.partial, self.skipping = b"", None
@@ -116,6 +135,7 @@ class FileReader:
         """The file was truncated: its content starts again from 0."""
         self.start_at(0)
         self.sample = (0, b"")
+        self.mark = ("", 0)
 
     def line_start(self) -> int:
         """Offset of the first byte not yet part of an emitted line (or of a join still open)."""
@@ -143,7 +163,41 @@ class FileReader:
 
     def drained(self) -> bool:
         """Everything written so far was read and acknowledged, and no partial line waits."""
-        return self.acked >= self.emitted and self.read_offset >= self.current_size() and not self.has_partial()
+        return (
+            self.acked >= self.emitted
+            and self.read_offset >= self.current_size()
+            and not self.has_partial()
+            and self.handed is None
+        )
+
+    def read_to_end(self) -> bool:
+        """Nothing is left to read (up to ``limit``, in a --once run)."""
+        end = self.current_size() if self.limit is None else min(self.limit, self.current_size())
+        return self.read_offset >= end
+
+    # ---------------------------------------------------------------- a line cut across a rotation
+
+    def take_join(self, older: FileReader) -> bool:
+        """Take over the joins ``older`` (the generation before this one, read to its end) left open,
+        before this file is read: the runtime cut a line across the rotation. ``older`` keeps its
+        position before them until :meth:`release_join`, so a restart reads them again."""
+        if older.joiner is None or not older.joiner.open or self.joiner is None or self.read_offset:
+            return False
+        if older.joiner.format != self.joiner.format:
+            return False
+        older.joiner.hand_over(self.joiner, older.origin)
+        older.handed = older.read_offset
+        return True
+
+    def joining(self) -> bool:
+        """A line taken over from the generation before is still open here."""
+        return self.joiner is not None and self.joiner.carrying()
+
+    def release_join(self) -> int:
+        """The line handed on is complete: ``emitted`` moves past it; the offset to acknowledge."""
+        end = self.handed if self.handed is not None else self.emitted
+        self.emitted, self.handed = max(self.emitted, end), None
+        return end
 
     def continues(self, other: FileReader) -> bool | None:
         """Does this file hold ``other``'s content where ``other`` was last read? None: too early to say."""

@@ -12,13 +12,19 @@ The work is split as the collector's ``fileconsumer`` splits it:
 How each rotation is handled:
 
 - rename + create: the old inode stays open and is read to its end; the new file is read from 0.
-  A renamed file that still matches the globs is recognised by its inode and not read twice.
+  A renamed file that still matches the globs is recognised by its inode and not read twice. The
+  watcher learns of a new file at once where the platform tells (inotify, see ``watch``), and the
+  runtimes' rotated names (``x.log.1``, ``0.log.<time>``) are known (see ``finder``), so a
+  generation rotated away before any scan saw it is found there. Of one live name, the oldest
+  generation is read first: a rotated file is drained before its successor is read further, and a
+  line the runtime cut across the rotation is joined in the successor (see ``Tracker.readable``).
 - copytruncate: the truncation is seen (size below our offset, or a changed first line). A copy that
   matches the globs was parked as "copy of" the original when it appeared; it now supplies the lines
   from where the original was read to, and the original restarts from the top.
-- restart: saved positions are matched by inode and fingerprint, then by fingerprint alone (the file
-  was renamed or copied while we were down); a saved file that left the globs is looked for beside
-  its old path and drained.
+- restart: saved positions are matched by inode and the file's first bytes (as many as the saved
+  print covers), then by those bytes alone (the file was renamed or copied while we were down); a
+  saved file that left the globs is looked for beside its old path and drained. How each was judged
+  is counted in ``obsbox_bridge_resumes_total{outcome}``.
 
 Offsets advance only through ``commit`` (every sink acknowledged), so delivery is at-least-once.
 
@@ -44,11 +50,12 @@ from typing import Literal
 
 from obsbox.exporters.bridge.component import Context, Source
 from obsbox.exporters.bridge.record import Batch, Lines, Record
-from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files
+from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, may_name, watched_folders
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import PositionsFile
 from obsbox.exporters.bridge.sources.tracker import FileMark, FileState, Tracked, Tracker
+from obsbox.exporters.bridge.sources.watch import FolderWatch
 
 log = logging.getLogger(__name__)
 
@@ -123,18 +130,30 @@ class TailSource(Source[TailCheckpoint]):
         return self.tracker.files
 
     def scan(self) -> None:
-        """Match the globs and let the tracker apply what it finds."""
+        """Match the globs (and the rotated names of what they match); let the tracker apply it."""
+        include, exclude = self.cfg.include, self.cfg.exclude
         with self.lock:
-            self.tracker.update(find_files(self.cfg.include, self.cfg.exclude))
+            found = find_files(include, exclude)
+            self.tracker.update(found, find_rotated(include, exclude, found))
             self.metrics.files.set(len(self.tracker.files))
 
     def _watch(self) -> None:
-        """Keep discovering files while the pipeline thread may be blocked on a sink."""
-        while not self.closing.wait(self.cfg.scan_interval):
-            with self.lock:
-                if time.monotonic() >= self.next_scan:
-                    self.scan()
-                    self.next_scan = time.monotonic() + self.cfg.scan_interval
+        """Keep discovering files while the pipeline thread may be blocked on a sink: at once when a
+        watched folder changes (see ``watch``), and every ``scan_interval`` in any case."""
+        folders = FolderWatch(self.metrics)
+        try:
+            while not self.closing.is_set():
+                folders.watch(watched_folders(self.cfg.include))
+                seen = folders.wait(self.cfg.scan_interval)
+                if not folders.enabled and self.closing.wait(self.cfg.scan_interval):
+                    break
+                changed = seen.everything or any(may_name(path, self.cfg.include) for path in seen.paths)
+                with self.lock:
+                    if changed or time.monotonic() >= self.next_scan:
+                        self.scan()
+                        self.next_scan = time.monotonic() + self.cfg.scan_interval
+        finally:
+            folders.close()
 
     def poll(self, max_records: int, max_bytes: int) -> Batch[TailCheckpoint] | None:
         with self.lock:
@@ -155,7 +174,7 @@ class TailSource(Source[TailCheckpoint]):
         records = Lines()
         checkpoint: dict[int, FileMark] = {}
         read_bytes = 0
-        active = self.tracker.in_state(FileState.ACTIVE)
+        active = self.tracker.readable()
         if active:
             self.rr = (self.rr + 1) % len(active)
             active = active[self.rr :] + active[: self.rr]
@@ -167,6 +186,7 @@ class TailSource(Source[TailCheckpoint]):
             read_bytes += self._read(tracked, records, room, max_bytes - read_bytes)
             if len(records) > before:
                 checkpoint[tracked.id] = (tracked.generation, tracked.reader.emitted)
+                self.tracker.settle(tracked, checkpoint)
         if not records:
             return None
         self.metrics.lines_read.labels(self.context.pipeline).inc(len(records))

@@ -1,8 +1,12 @@
 """The tracker: which file is which across rotations and restarts, and what each one is for.
 
-Every file the globs match is opened once, keyed by (device, inode), and given a :class:`FileState`
-(compare the collector's ``fileconsumer/internal/tracker``). A file's *identity* is its inode plus
-the fingerprint of its first line; its *generation* counts the truncations it went through.
+Every file the globs match, and every rotated generation of one (``finder.find_rotated``), is
+opened once, keyed by (device, inode), and given a :class:`FileState` (compare the collector's
+``fileconsumer/internal/tracker``). A file's *identity* is its inode plus the fingerprint of its
+first line; its *generation* counts the truncations it went through. A saved position is claimed
+only by a file there at start that holds the bytes its print covers (``FileReader.holds``): an inode
+reused by a new file, even one with the same first line, starts at 0. Files of one *stream* (a live
+name and its rotated generations) are read oldest first (``readable``).
 
 State transitions (``update`` runs them after each glob scan; ``truncated`` when a read finds one):
 
@@ -10,14 +14,16 @@ State transitions (``update`` runs them after each glob scan; ``truncated`` when
 from                  when                                                   to
 ====================  =====================================================  ==========
 (opened)              a glob matches a new inode, or a held link is found    PENDING
-PENDING               first line complete; a saved position has this inode   ACTIVE at the saved offset
-                      and fingerprint
+PENDING               first line complete; there at start, and a saved       ACTIVE at the saved offset
+                      position has this inode and its first bytes
 PENDING               first line equals an ACTIVE file's (a copy of it,      PARKED
                       made by copytruncate or cp)
-PENDING               a saved position has the fingerprint, not the inode    ACTIVE at the saved offset
-                      (renamed or copied while the bridge was stopped)
+PENDING               there at start; a saved position has its first bytes,  ACTIVE at the saved offset
+                      not its inode (renamed or copied while stopped)
 PENDING               none of the above: a new file                          ACTIVE at 0 (or at the end,
-                                                                             ``start_at: end``, first scan)
+                                                                             ``start_at: end``, or a rotated
+                                                                             generation of a stream with
+                                                                             saved positions, first scan)
 PENDING               left the globs and idle for ``rotate_wait``            closed
 PARKED                its original is truncated                              ACTIVE where the original
                                                                              was read to (it takes over)
@@ -28,8 +34,8 @@ PARKED                left the globs, idle, every line acknowledged from     clo
                       the original's same generation
 ACTIVE                truncated (size below offset, or first line changed)   PENDING, generation + 1,
                                                                              then classified again
-ACTIVE                left the globs, idle for ``rotate_wait``, read to its  closed
-                      end and every line acknowledged
+ACTIVE                left the globs and their rotated names, idle for       closed
+                      ``rotate_wait``, read to its end, every line acked
 ====================  =====================================================  ==========
 
 Offsets advance only through ``commit`` (every sink acknowledged a batch). A batch read from a file
@@ -40,6 +46,7 @@ over (``successors``). Threading: called under the tail source's lock only.
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import os
 from collections.abc import Mapping
@@ -47,7 +54,7 @@ from typing import Any
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Record
-from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder
+from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder, rotation_place
 from obsbox.exporters.bridge.sources.hold import Holder
 from obsbox.exporters.bridge.sources.positions import Position
 from obsbox.exporters.bridge.sources.reader import FileReader
@@ -72,7 +79,15 @@ class Tracked:
         self.parked_generation = 0  # the original's generation when this copy was parked on it
         self.generation = 0
         self.live = True  # a path matching the globs still names this inode
+        self.rotated_name = False  # a rotated name of a file the globs match names it (x.log.1)
         self.held = held  # our hard link to it (see hold.py)
+        self.stream, self.order = rotation_place(reader.path)  # which live name it was or is, and how old
+        self.carried_from: Tracked | None = None  # an older generation whose open join this one completes
+
+    def place(self, path: str) -> None:
+        """Follow a rename; the new name says where the file now stands among its stream's."""
+        self.reader.rename(path)
+        self.stream, self.order = rotation_place(path)
 
     @property
     def key(self) -> FileKey:
@@ -128,24 +143,30 @@ class Tracker:
         self.files: dict[FileKey, Tracked] = {}
         self.by_id: dict[int, Tracked] = {}
         self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
+        self.refused: set[FileKey] = set()  # files whose saved position was refused (logged once)
+        self.resumable: set[FileKey] = set()  # files there at start whose first line is not complete yet
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
 
     # ---------------------------------------------------------------- discovery
 
-    def update(self, found: dict[FileKey, str]) -> None:
-        """Apply a glob scan: follow renames, open new files, run the state transitions."""
+    def update(self, found: Mapping[FileKey, str], rotated: Mapping[FileKey, str]) -> None:
+        """Apply a glob scan (``found``, and ``rotated``: the rotated names of what the globs match):
+        follow renames, open new files, run the state transitions."""
         for key, tracked in self.files.items():
-            path = found.get(key)
-            tracked.live = path is not None
+            path = found.get(key) or rotated.get(key)
+            tracked.live = key in found
+            tracked.rotated_name = key in rotated
             if path is not None and path != tracked.path:
                 self.metrics.lag.remove_path(tracked.path)
                 self.metrics.file_format.remove_path(tracked.path)
-                tracked.reader.rename(path)
+                tracked.place(path)
                 if tracked.state is not FileState.PENDING:
                     self.metrics.file_format.set_path(path, tracked.reader.format)
-        self._open_new(found)
+        for tracked in self._open_new({**rotated, **found}):
+            if tracked.key in rotated:
+                tracked.live, tracked.rotated_name = False, True
         first = self.scans == 0
         if first:
             self._reopen_held()
@@ -156,15 +177,25 @@ class Tracker:
         for tracked in pending:
             if tracked.state is FileState.PENDING:
                 self.classify(tracked)
-        if first and self.saved and not self.in_state(FileState.PENDING):
-            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
-            self.saved.clear()
+        if first:
+            self.resumable = {tracked.key for tracked in self.in_state(FileState.PENDING)}
+        self._forget_saved()
         for tracked in list(self.files.values()):
             if tracked.state is FileState.PARKED:
                 self._check_parked(tracked)
             tracked.reader.recheck = True
         self._close_drained()
         self.scans += 1
+
+    def _forget_saved(self) -> None:
+        """Saved positions are for the files there at start. Once none of those waits for its first
+        line, the positions left name files that no longer exist; a file that appears later is new,
+        even on the inode (and with the first bytes) of one of them."""
+        files = self.files
+        if self.saved and not any(key in files and files[key].state is FileState.PENDING for key in self.resumable):
+            log.info("%d saved positions name files that no longer exist; forgetting them", len(self.saved))
+            self.metrics.resumes.labels("forgotten").inc(len(self.saved))
+            self.saved.clear()
 
     def in_state(self, state: FileState) -> list[Tracked]:
         return [t for t in self.files.values() if t.state is state]
@@ -196,8 +227,10 @@ class Tracker:
         self.by_id[tracked.id] = tracked
         return tracked
 
-    def _open_new(self, found: dict[FileKey, str]) -> list[Tracked]:
-        opened = (self._open(path, key) for key, path in found.items() if key not in self.files)
+    def _open_new(self, found: Mapping[FileKey, str]) -> list[Tracked]:
+        """Open what is not open yet, each stream's oldest generation first."""
+        new = sorted(((path, key) for key, path in found.items() if key not in self.files), key=_oldest_first)
+        opened = (self._open(path, key) for path, key in new)
         return [tracked for tracked in opened if tracked is not None]
 
     def _reopen_held(self) -> None:
@@ -214,6 +247,9 @@ class Tracker:
             tracked = self._open(link, key)
             if tracked is not None:  # a generation seen during an outage has no position yet: read it
                 tracked.live = False
+                for saved in self.saved:  # deleted since: the oldest of the stream it was saved in
+                    if (saved.dev, saved.ino) == key:
+                        tracked.stream = rotation_place(saved.path)[0]
 
     def _recover_rotated(self) -> None:
         """Saved files no glob matches any more were rotated while we were down: drain them."""
@@ -227,9 +263,10 @@ class Tracker:
             tracked = self._open(path, key)
             if tracked is None:
                 continue
-            if tracked.reader.head_fingerprint() != saved.fingerprint:
+            if not tracked.reader.holds(saved):
                 self.forget(tracked)  # the inode was reused by another file
                 continue
+            self.metrics.resumes.labels("resumed").inc()
             tracked.live = False
             self.classify(tracked)
             log.info("draining %s, rotated away from %s while the bridge was stopped", path, saved.path)
@@ -279,19 +316,43 @@ class Tracker:
             self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})")
             return
         reader = tracked.reader
-        at_end = self.start_at_end and self.scans == 0
+        at_end = self.scans == 0 and (self.start_at_end or self._read_before(tracked))
         self._start(tracked, reader.line_boundary_before(reader.current_size()) if at_end else 0, "a new file")
+
+    def _read_before(self, tracked: Tracked) -> bool:
+        """At start, a rotated generation that no saved position claims, of a stream that has saved
+        positions, was read by an earlier run (which kept no position once it was drained) or is
+        older than anything that run read: it is not read again."""
+        return tracked.rotated_name and any(rotation_place(saved.path)[0] == tracked.stream for saved in self.saved)
 
     def _start(self, tracked: Tracked, offset: int, why: str) -> None:
         tracked.activate(offset)
         log.debug("%s (inode %d) starts at %d: %s", tracked.path, tracked.reader.ino, offset, why)
 
     def _claim_saved(self, tracked: Tracked, by_inode: bool) -> Position | None:
+        """The saved position whose content this file holds (on its inode, or on any), taken out of
+        ``saved``. A position on this inode whose content the file does not hold is refused: the
+        inode was reused by a new file (deleted and created while the bridge was stopped)."""
+        if self.scans and tracked.key not in self.resumable:
+            return None  # appeared while the bridge runs: new
         for i, saved in enumerate(self.saved):
             same_inode = (saved.dev, saved.ino) == tracked.key
-            if saved.fingerprint == tracked.reader.fp.hex and (same_inode or not by_inode):
+            if by_inode and not same_inode:
+                continue
+            if tracked.reader.holds(saved):
                 del self.saved[i]
+                self.metrics.resumes.labels("resumed" if same_inode else "moved").inc()
                 return saved
+            if same_inode and tracked.key not in self.refused:
+                self.refused.add(tracked.key)
+                self.metrics.resumes.labels("new_content").inc()
+                log.warning(
+                    "%s (inode %d) does not hold the content its saved position was taken of (a new file on "
+                    "a reused inode, or one rewritten while the bridge was stopped): not resuming at offset %d",
+                    tracked.path,
+                    saved.ino,
+                    saved.offset,
+                )
         return None
 
     def _original_of(self, tracked: Tracked) -> Tracked | None:
@@ -320,6 +381,41 @@ class Tracker:
                 original.path,
             )
             copy.activate(0)
+
+    # ---------------------------------------------------------------- order within a stream
+
+    def readable(self) -> list[Tracked]:
+        """The ACTIVE files to read now. Of one stream (a live name and its rotated generations) the
+        oldest comes first, and a file is read only once every older one is read to its end: a
+        rotated generation is drained before the file that replaced it is read further. An older
+        generation read to its end hands its open join (a line the runtime cut across the rotation)
+        to the next one."""
+        streams: dict[str, list[Tracked]] = {}
+        for tracked in self.files.values():
+            if tracked.state is FileState.ACTIVE:
+                streams.setdefault(tracked.stream, []).append(tracked)
+        ready: list[Tracked] = []
+        for files in streams.values():
+            files.sort(key=_age)
+            for older, newer in itertools.pairwise(files):
+                ready.append(older)
+                if not older.reader.read_to_end():
+                    break
+                if newer.reader.take_join(older.reader):
+                    newer.carried_from = older
+            else:
+                ready.append(files[-1])
+        return ready
+
+    def settle(self, tracked: Tracked, checkpoint: dict[int, FileMark]) -> None:
+        """Once the line ``tracked`` took over from an older generation is complete, the batch that
+        carries it also acknowledges the rest of that generation."""
+        older = tracked.carried_from
+        if older is None or tracked.reader.joining():
+            return
+        tracked.carried_from = None
+        if older.id in self.by_id:
+            checkpoint[older.id] = (older.generation, older.reader.release_join())
 
     # ---------------------------------------------------------------- truncation
 
@@ -380,7 +476,8 @@ class Tracker:
         entries = []
         for tracked in self.in_state(FileState.ACTIVE):
             reader = tracked.reader
-            entries.append(Position(reader.path, reader.dev, reader.ino, reader.fp.hex, reader.acked))
+            fingerprint, covers = reader.head_mark()
+            entries.append(Position(reader.path, reader.dev, reader.ino, fingerprint, reader.acked, covers))
             self.metrics.lag.set_path(reader.path, max(0, reader.size - reader.acked))
         return entries + self.saved
 
@@ -395,14 +492,16 @@ class Tracker:
         for tracked in list(self.files.values()):
             idle = tracked.reader.idle_for() > self.rotate_wait
             if tracked.live or tracked.state is FileState.PENDING:
-                if not tracked.live and idle:
+                if not tracked.live and not tracked.rotated_name and idle:
                     self.forget(tracked)  # gone before its first line was complete
                 continue
             if tracked.state is FileState.PARKED:
                 if idle and self._covered(tracked):
                     self.forget(tracked)  # a copy that left the globs: its original has the lines
-            elif idle and tracked.reader.drained():
-                self.forget(tracked)  # a partial line left is emitted by the next poll, closed after its ack
+            elif idle and tracked.reader.drained() and not tracked.rotated_name:
+                # a partial line left is emitted by the next poll, closed after its ack; a generation still
+                # under a rotated name stays open, so a later scan does not take it for a new file
+                self.forget(tracked)
 
     def _covered(self, copy: Tracked) -> bool:
         """Every line of a parked copy has been acknowledged from its original (same generation).
@@ -446,3 +545,15 @@ class Tracker:
         """Shutdown: close every file, keeping the hard links of what is not acknowledged."""
         for tracked in list(self.files.values()):
             self.forget(tracked, release=False)
+
+
+def _age(tracked: Tracked) -> tuple[bool, tuple[int, int], int]:
+    """Older generations of a stream sort first: those no name names any more (rotated past the
+    last number, deleted), then by their names' order at the last scan, then by when they were opened."""
+    present = tracked.live or tracked.rotated_name
+    return present, tracked.order if present else (0, 0), tracked.id
+
+
+def _oldest_first(item: tuple[str, FileKey]) -> tuple[str, tuple[int, int], str]:
+    stream, order = rotation_place(item[0])
+    return stream, order, item[0]
