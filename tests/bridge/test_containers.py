@@ -8,6 +8,10 @@ Sources of the runtime lines:
   the ``container`` parser's examples (its path, and the split "multiline containerd line").
 - DOCKER: moby/moby ``daemon/logger/jsonfilelog`` writes ``{"log":...,"stream":...,"time":...}`` and
   splits lines longer than 16 KiB into entries whose ``log`` lacks the trailing newline.
+- ENGINE: lines Docker Engine 20.10.24 (Debian's docker.io 20.10.24+dfsg1) wrote to a json-file log,
+  copied as they are, from ``sh -c`` in a busybox container printing a JSON line, ``to stderr`` on
+  stderr, ``printf "%16383s\r\n" x`` (a CRLF line whose ``\r`` is the 16384th byte) and a last JSON
+  line without a newline; and from ``printf x``, 8192 times "é" and a newline (a split inside a character).
 """
 
 from __future__ import annotations
@@ -33,6 +37,23 @@ K8S_DOCKER_STDOUT = b'{"log":"docker stdout test log","stream":"stdout","time":"
 OTELCOL_PARTS = (
     b"2023-06-22T10:27:25.813799277Z stdout P multiline containerd line that i",
     b"2023-06-22T10:27:25.813799277Z stdout F s super awesomne",
+)
+ENGINE_SERVED = (
+    b'{"log":"{\\"level\\":\\"info\\",\\"msg\\":\\"served\\",\\"traceparent\\":'
+    b'\\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\\"}\\n","stream":"stdout",'
+    b'"time":"2026-12-01T20:10:17.270956488Z"}'
+)
+# the 16384 bytes of the CRLF line up to its "\r" fill the copier's buffer: one entry, 16454 bytes long
+ENGINE_CRLF_SPLIT = b'{"log":"' + b" " * 16382 + b'x\\r","stream":"stdout","time":"2026-12-01T20:10:17.271010805Z"}'
+ENGINE_CRLF_END = b'{"log":"\\n","stream":"stdout","time":"2026-12-01T20:10:17.271010805Z"}'
+ENGINE_STDERR = b'{"log":"to stderr\\n","stream":"stderr","time":"2026-12-01T20:10:17.282891491Z"}'
+ENGINE_LAST = (  # the stream ended without a newline: the copier logged the rest, and no entry follows
+    b'{"log":"{\\"level\\":\\"warn\\",\\"msg\\":\\"bye\\"}","stream":"stdout","time":"2026-12-01T20:10:17.361208801Z"}'
+)
+ENGINE_LINES = (ENGINE_SERVED, ENGINE_CRLF_SPLIT, ENGINE_CRLF_END, ENGINE_STDERR, ENGINE_LAST)
+ENGINE_CUT_CHARACTER = (  # printf x, then 8192 times "é" and a newline: the split falls inside the last "é"
+    b'{"log":"x' + "é".encode() * 8191 + b'\\ufffd","stream":"stdout","time":"2026-12-01T20:07:35.194257648Z"}',
+    b'{"log":"\\ufffd\\n","stream":"stdout","time":"2026-12-01T20:07:35.194257648Z"}',
 )
 OTELCOL_POD = "some_kube-controller-kind-control-plane_49cc7c1fd3702c40b2686ea7486091d6"
 TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -79,11 +100,9 @@ def test_kubelet_lines_unwrap_as_kubelet_parses_them():
     assert out[0].time_ns() == 1476988760_576064430, "the runtime's time when the line has none"
     docker_joiner, docker_out = Joiner("docker", 1 << 20), []
     docker_joiner.feed(K8S_DOCKER_STDOUT, 0, ORIGIN, docker_out)
-    # kubelet's test line has no newline in its "log", which Docker writes only for a partial: it stays
-    # open until an entry completes it, and ``flush`` (the writer moved on) emits it as it stands
-    assert docker_out == [] and docker_joiner.pending_start() == 0
-    docker_joiner.flush(ORIGIN, docker_out)
-    assert [r.raw for r in docker_out] == [b"docker stdout test log"]
+    # kubelet's test line has no newline in its "log": shorter than Docker's 16 KiB split, it is what
+    # Docker writes for a stream that ended without one, a whole line
+    assert [r.raw for r in docker_out] == [b"docker stdout test log"] and docker_joiner.pending_start() is None
     assert docker_out[0].attributes == {
         "log.iostream": "stdout",
         "obsbox.runtime_time": "2016-10-20T18:39:20.57606443Z",
@@ -176,6 +195,64 @@ def test_docker_json_file_lines_split_at_16_kib_are_joined(tmp_path):
     joined = orjson.loads(first)
     assert joined["msg"] == "x" * 40_000 and (joined["trace_id"], joined["span_id"]) == (TRACE, SPAN)
     assert second.startswith(b"after")
+
+
+def engine_log(tmp_path, *lines: bytes):
+    """A json-file log where Docker keeps it, holding ``lines`` (each with its newline)."""
+    log = tmp_path / "var/lib/docker/containers/53e4/53e4-json.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as handle:
+        handle.write(b"".join(line + b"\n" for line in lines))
+    return log
+
+
+def test_the_engines_lines_unwrap_with_a_crlf_split_between_entries_and_a_last_line_without_newline():
+    joiner, out, offset = Joiner("docker", 1 << 20), [], 0
+    for line in ENGINE_LINES:
+        joiner.feed(line, offset, ORIGIN, out)
+        offset += len(line) + 1
+    assert [r.raw for r in out] == [
+        b'{"level":"info","msg":"served","traceparent":"00-' + TRACE.encode() + b"-" + SPAN.encode() + b'-01"}',
+        b" " * 16382 + b"x",  # the "\r" ends the split entry, the "\n" is the next one: a CRLF all the same
+        b"to stderr",
+        b'{"level":"warn","msg":"bye"}',
+    ]
+    assert [r.attributes["log.iostream"] for r in out] == ["stdout", "stdout", "stderr", "stdout"]
+    assert out[3].offset == offset - len(ENGINE_LAST) - 1 and joiner.pending_start() is None
+
+
+def test_a_split_that_cut_a_character_still_waits_for_the_entry_that_ends_its_line():
+    """Docker wrote each of the cut character's two bytes as a U+FFFD: the split entry holds 16386
+    bytes of text, not fewer than 16 KiB, so it is still a split."""
+    joiner, out = Joiner("docker", 1 << 20), []
+    joiner.feed(ENGINE_CUT_CHARACTER[0], 0, ORIGIN, out)
+    assert out == [] and joiner.pending_start() == 0
+    joiner.feed(ENGINE_CUT_CHARACTER[1], len(ENGINE_CUT_CHARACTER[0]) + 1, ORIGIN, out)
+    assert [r.raw for r in out] == [("x" + "é" * 8191 + "\ufffd\ufffd").encode()]
+
+
+def test_once_twice_over_a_containers_last_line_without_newline_ships_it_once(tmp_path):
+    log = engine_log(tmp_path, ENGINE_SERVED, ENGINE_STDERR, ENGINE_LAST)
+    first = Running([str(log)], tmp_path / "state", once=True)
+    first.thread.join(30)
+    assert [orjson.loads(r.raw)["msg"] for r in first.sink.records() if r.raw.startswith(b"{")] == ["served", "bye"]
+    again = Running([str(log)], tmp_path / "state", once=True)
+    again.thread.join(30)
+    assert not again.thread.is_alive() and again.sink.records() == [], "the second run has nothing new"
+
+
+def test_a_last_line_without_newline_is_shipped_at_once_and_not_joined_to_the_next_run_of_the_container(tmp_path):
+    log = engine_log(tmp_path, ENGINE_SERVED, ENGINE_LAST)
+    running = Running([str(log)], tmp_path / "state")
+    try:
+        got = running.wait_for(2, timeout=10)
+        assert [r.raw for r in got][1:] == [b'{"level":"warn","msg":"bye"}'], "not held back for a next entry"
+        engine_log(tmp_path, ENGINE_SERVED)  # the container started again: its first line
+        got = running.wait_for(3, timeout=10)
+    finally:
+        running.stop()
+    assert [orjson.loads(r.raw)["msg"] for r in got] == ["served", "bye", "served"]
+    assert all(r.trace_id for r in got) and got[1].trace_id != got[2].trace_id
 
 
 def test_a_utf8_bom_at_the_start_of_a_file_is_not_part_of_the_first_line(tmp_path):

@@ -3,8 +3,14 @@ and read Kubernetes metadata from the path.
 
 - **CRI** (containerd, CRI-O; Kubernetes' ``parseCRILog``): ``<RFC3339Nano> <stdout|stderr> <tag> <content>``,
   the tag ``P`` (partial) or ``F`` (full), optionally followed by ``:``-separated extras.
-- **Docker json-file**: ``{"log": "...", "stream": "stdout", "time": "..."}``; a ``log`` value without
-  its trailing newline is a partial (Docker splits lines at 16 KiB).
+- **Docker json-file**: ``{"log": "...", "stream": "stdout", "time": "..."}``. moby's log copier
+  (``daemon/logger/copier.go``, the same in 20.10 and 28) reads a stream into a 16 KiB buffer and
+  logs a line that fills it without a newline as a partial of exactly 16 KiB; json-file writes a
+  partial's ``log`` without the trailing newline and marks it no other way. The copier also logs
+  what is left when the stream ends (the container's last line written without a newline) as a
+  partial, shorter than the buffer: no entry ever continues it, so it ends its line. The invalid
+  UTF-8 of a character cut at a split is written as U+FFFD, which only lengthens an entry: a split
+  entry never decodes to less than 16 KiB.
 
 Partials are joined per stream, in the file reader, until the entry that completes the line, so a
 saved position never falls inside a half-joined line: the reader's ``emitted`` offset stays at the
@@ -25,6 +31,7 @@ from obsbox.exporters.bridge.record import Origin, Record
 Format = Literal["json", "cri", "docker"]
 STREAM = "log.iostream"
 RUNTIME_TIME = "obsbox.runtime_time"
+DOCKER_SPLIT = 16 * 1024  # moby's copier: defaultBufSize, the size of every entry that splits a line
 
 _CRI = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) (?:stdout|stderr) [PF](?::\S*)? ?")
 _POD_LOG = re.compile(
@@ -153,6 +160,8 @@ class Joiner:
 
     def _emit(self, join: Join, stream: str, origin: Origin, out: list[Record]) -> None:
         content = b"".join(join.chunks)
+        if self.format == "docker" and content.endswith(b"\r"):
+            content = content[:-1]  # a CRLF, in one entry or split between two ("...\r", then "\n")
         truncated = join.truncated or len(content) > self.max_line
         record = Record(content[: self.max_line], join.origin or origin, join.offset, truncated=truncated)
         record.attributes = {STREAM: stream, RUNTIME_TIME: join.time}
@@ -171,7 +180,8 @@ class Joiner:
 
     @staticmethod
     def _docker(line: bytes) -> tuple[str, str, bool, bytes] | None:
-        """Docker's json-file entry; ``log`` without its newline is a partial."""
+        """Docker's json-file entry; ``log`` without its newline is a partial when it is a 16 KiB split
+        (see the module docstring); a shorter one is the end of a stream, which ends its line."""
         try:
             entry = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -179,14 +189,15 @@ class Joiner:
         if not isinstance(entry, dict) or not isinstance(entry.get("log"), str):
             return None
         text: str = entry["log"]
-        partial = not text.endswith("\n")
-        if not partial:
-            text = text[:-2] if text.endswith("\r\n") else text[:-1]
+        ended = text.endswith("\n")
+        if ended:
+            text = text[:-1]  # a "\r" before it is taken off the whole line, which a split may end in
+        content = text.encode("utf-8", "surrogatepass")
         stream = entry.get("stream")
         time = entry.get("time")
         return (
             time if isinstance(time, str) else "",
             stream if isinstance(stream, str) else "stdout",
-            partial,
-            text.encode("utf-8", "surrogatepass"),
+            not ended and len(content) >= DOCKER_SPLIT,
+            content,
         )
