@@ -60,7 +60,7 @@ from obsbox.exporters.bridge.sources.watch import FolderWatch
 
 log = logging.getLogger(__name__)
 
-TailCheckpoint = Mapping[int, FileMark]  # file id → (generation, offset) emitted up to
+TailCheckpoint = Mapping[FileMark, int]  # (file id, generation) → the offset emitted up to
 
 
 @dataclass
@@ -208,7 +208,7 @@ class TailSource(Source[TailCheckpoint]):
                 self.start_bytes = sum(f.reader.read_offset for f in self.files.values())
         self.tracker.classify_grown()
         records = Lines()
-        checkpoint: dict[int, FileMark] = {}
+        checkpoint: dict[FileMark, int] = {}
         read_bytes = 0
         active = self.tracker.readable()
         if active:
@@ -221,7 +221,7 @@ class TailSource(Source[TailCheckpoint]):
             before = len(records)
             read_bytes += self._read(tracked, records, room, max_bytes - read_bytes)
             if len(records) > before:
-                checkpoint[tracked.id] = (tracked.generation, tracked.reader.emitted)
+                checkpoint[(tracked.id, tracked.generation)] = tracked.reader.emitted
                 self.tracker.settle(tracked, checkpoint)
         if not records:
             return None

@@ -116,7 +116,8 @@ class Tracked:
         self.reader.start_at(offset, acked)
 
 
-FileMark = tuple[int, int]  # (generation, offset) of a file, in a checkpoint keyed by file id
+FileMark = tuple[int, int]  # (file id, generation): a checkpoint maps each to the offset emitted up to,
+# so a batch that read a file before and after a truncation acknowledges both generations
 
 
 class Tracker:
@@ -455,7 +456,7 @@ class Tracker:
                 ready.append(files[-1])
         return ready
 
-    def settle(self, tracked: Tracked, checkpoint: dict[int, FileMark]) -> None:
+    def settle(self, tracked: Tracked, checkpoint: dict[FileMark, int]) -> None:
         """Once the line ``tracked`` took over from an older generation is complete, the batch that
         carries it also acknowledges the rest of that generation."""
         older = tracked.carried_from
@@ -463,7 +464,7 @@ class Tracker:
             return
         tracked.carried_from = None
         if older.id in self.by_id:
-            checkpoint[older.id] = (older.generation, older.reader.release_join())
+            checkpoint[(older.id, older.generation)] = older.reader.release_join()
 
     # ---------------------------------------------------------------- truncation
 
@@ -512,9 +513,9 @@ class Tracker:
 
     # ---------------------------------------------------------------- acknowledgement and closing
 
-    def commit(self, checkpoint: Mapping[int, FileMark]) -> list[Position]:
+    def commit(self, checkpoint: Mapping[FileMark, int]) -> list[Position]:
         """Every sink acknowledged the batch that carried ``checkpoint``; the positions to save."""
-        for fid, (generation, offset) in checkpoint.items():
+        for (fid, generation), offset in checkpoint.items():
             tracked = self.by_id.get(fid)
             if tracked is not None and tracked.generation != generation:
                 # that content lives in its copy now; kept, as several batches in flight may carry it
