@@ -277,6 +277,65 @@ def test_a_copy_taking_over_mid_batch_is_acknowledged_only_through_that_batch(tm
         source.shutdown()
 
 
+def test_a_copy_taking_over_is_acknowledged_when_one_batch_also_carries_the_new_generation(tmp_path):
+    """A batch gathers several polls and merges their checkpoints (``Pipeline._gather``): the old
+    generation's lines and the first lines written after the truncation can share one batch. Its
+    acknowledgement must still reach the copy, which has nothing else to read (it was copied where
+    the original was read to), or the copy is never drained: held open and linked for ever after a
+    later rotation deletes it, and read again from its stale position at the next start."""
+    log, copy_path = tmp_path / "app.log", tmp_path / "app.log.1"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
+    positions = tmp_path / "pos.json"
+    options = {"include": [str(tmp_path / "app.log*")], "positions": str(positions), "rotate_wait": 0}
+    source = TailSource(build(TailConfig, options), context(state_dir=tmp_path))
+    try:
+        old = source.poll(100, 1 << 20)  # the old generation, read to its end
+        shutil.copyfile(log, copy_path)  # as logrotate's copytruncate: copy, then truncate
+        os.truncate(log, 0)
+        with open(log, "ab") as fh:
+            fh.write(orjson.dumps({"seq": 5}) + b"\n")
+        source.scan()  # the copy appears: parked on the original
+        assert source.poll(100, 1 << 20) is None  # sees the truncation: the copy takes over at its end
+        new = source.poll(100, 1 << 20)  # the new generation's first line
+        assert seqs(old.lines.records()) + seqs(new.lines.records()) == Counter(range(6))
+        merged = dict(old.checkpoint)
+        merged.update(new.checkpoint)  # one batch, as the pipeline gathers it
+        source.commit(merged)
+        saved = {Path(e["path"]).name: e["offset"] for e in orjson.loads(positions.read_bytes())["files"]}
+        assert saved == {"app.log.1": copy_path.stat().st_size, "app.log": log.stat().st_size}
+        held = sorted(tmp_path.glob("*.held/*"))
+        assert len(held) == 2
+        copy_path.unlink()  # the next rotation replaces it
+        source.scan()
+        assert [Path(f.path).name for f in source.files.values()] == ["app.log"], "the drained copy is closed"
+        assert len(sorted(tmp_path.glob("*.held/*"))) == 1, "and its link released"
+    finally:
+        source.shutdown()
+
+
+def test_a_copy_taking_over_is_acknowledged_after_its_original_was_closed(tmp_path):
+    """The original, truncated and then deleted (its service gone), is closed while the batch that
+    carried its last lines still waits for a sink; that batch's acknowledgement still reaches the copy."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
+    options = {"include": [str(tmp_path / "app.log*")], "positions": str(tmp_path / "pos.json"), "rotate_wait": 0}
+    source = TailSource(build(TailConfig, options), context(state_dir=tmp_path))
+    try:
+        in_flight = source.poll(100, 1 << 20)
+        shutil.copyfile(log, tmp_path / "app.log.1")
+        os.truncate(log, 0)
+        source.scan()
+        assert source.poll(100, 1 << 20) is None  # sees the truncation: the copy takes over
+        log.unlink()
+        source.scan()
+        (copy,) = source.files.values()
+        assert copy.path.endswith(".1"), "the emptied original left the globs and was closed"
+        source.commit(in_flight.checkpoint)
+        assert copy.acked == copy.emitted == copy.reader.current_size()
+    finally:
+        source.shutdown()
+
+
 def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp_path):
     """Seen empty, then written and rotated away while nothing was read (a sink was down): the size
     it had when opened must not make it look drained."""

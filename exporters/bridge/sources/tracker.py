@@ -517,8 +517,9 @@ class Tracker:
         """Every sink acknowledged the batch that carried ``checkpoint``; the positions to save."""
         for (fid, generation), offset in checkpoint.items():
             tracked = self.by_id.get(fid)
-            if tracked is not None and tracked.generation != generation:
-                # that content lives in its copy now; kept, as several batches in flight may carry it
+            if tracked is None or tracked.generation != generation:
+                # that content lives in its copy now (even once the original is closed); kept, as
+                # several batches in flight may carry it
                 tracked = self.successors.get((fid, generation))
             if tracked is not None and tracked.id in self.by_id and offset > tracked.reader.acked:
                 tracked.reader.acked = min(offset, tracked.reader.emitted)
@@ -627,7 +628,8 @@ class Tracker:
         reader.close()
         if release:
             self.holder.release(tracked.held)
-        self.successors = {k: v for k, v in self.successors.items() if v is not tracked and k[0] != tracked.id}
+        # a copy taking over from this file keeps its entry: batches in flight may still carry its lines
+        self.successors = {k: v for k, v in self.successors.items() if v is not tracked}
         del self.files[tracked.key]
         del self.by_id[tracked.id]
         self.metrics.lag.remove_path(reader.path)
