@@ -99,12 +99,22 @@ def in_order(ledger: Ledger, got: list[bytes]) -> list[int]:
     return order
 
 
-def follow_container(tmp_path: Path, ledger: Ledger, lines: list[bytes], *, max_size: int, rate: float, **tail):
-    """A bridge following ``*-json.log`` while a container writes ``lines``; the received lines and the log."""
+def follow_container(
+    tmp_path: Path,
+    ledger: Ledger,
+    lines: list[bytes],
+    *,
+    max_size: int,
+    rate: float,
+    include: str = "*/*-json.log",
+    **tail,
+):
+    """A bridge following ``include`` (under the containers folder) while a container writes
+    ``lines``; the received lines and the log."""
     folder = tmp_path / "containers" / CONTAINER
     folder.mkdir(parents=True)
     log = JsonFileLog(folder / f"{CONTAINER}-json.log", max_size=max_size, max_file=3)
-    running = Running([str(tmp_path / "containers" / "*" / "*-json.log")], tmp_path / "state", **tail)
+    running = Running([str(tmp_path / "containers" / include)], tmp_path / "state", **tail)
     container = Container(log, lines, rate)
     container.start()
     container.join(120)
@@ -194,18 +204,16 @@ def test_docker_at_the_figures_of_the_report_loses_nothing(tmp_path, glob):
     it shipped 2,140 of 10,340 lines (950 lost and the order broken with ``*-json.log*``)."""
     ledger = Ledger("report")
     lines = ledger.lines(10_340, pad=60)
-    folder = tmp_path / "containers" / CONTAINER
-    folder.mkdir(parents=True)
-    log = JsonFileLog(folder / f"{CONTAINER}-json.log", max_size=100_000, max_file=3)
-    running = Running([str(folder / glob)], tmp_path / "state", scan_interval=1.0, rotate_wait=5.0)
-    container = Container(log, lines, rate=200_000)
-    container.start()
-    container.join(120)
-    log.close()
-    running.wait_for(ledger.next_seq, timeout=30)
-    time.sleep(0.3)
-    running.stop()
-    got = received(running)
+    got, log, _ = follow_container(
+        tmp_path,
+        ledger,
+        lines,
+        max_size=100_000,
+        rate=200_000,
+        include=f"{CONTAINER}/{glob}",
+        scan_interval=1.0,
+        rotate_wait=5.0,
+    )
     assert log.rotations >= 15
     ledger.check(got).assert_delivered()
     order = in_order(ledger, got)
