@@ -95,6 +95,10 @@ class Running:
             time.sleep(0.05)
         return self.sink.records()
 
+    def received(self) -> list[bytes]:
+        """The lines the memory sink holds, as the bridge shipped them."""
+        return [record.raw for record in self.sink.records()]
+
     def stop(self) -> None:
         self.bridge.request_stop()
         self.thread.join(15)

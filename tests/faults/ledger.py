@@ -93,3 +93,16 @@ def lines_of(path: Path) -> list[bytes]:
     """The lines of a file a sink wrote (a torn last line included, as it is)."""
     data = path.read_bytes() if path.exists() else b""
     return [line for line in data.split(b"\n") if line]
+
+
+def dead_lettered(path: Path) -> list[bytes | str]:
+    """The source lines a dead-letter file holds; an entry that is not whole JSON as its raw bytes
+    (the ledger counts it torn)."""
+    return [_source_line(raw) for raw in lines_of(path)]
+
+
+def _source_line(entry: bytes) -> bytes | str:
+    try:
+        return orjson.loads(entry)["line"]
+    except (orjson.JSONDecodeError, KeyError):
+        return entry

@@ -61,7 +61,7 @@ def received(running: Running, expected: int, settle: float = 0.5) -> list[bytes
         time.sleep(settle)
     finally:
         running.stop()
-    return [record.raw for record in running.sink.records()]
+    return running.received()
 
 
 def seq_of(line: bytes) -> int | None:

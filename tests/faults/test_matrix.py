@@ -23,12 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
 import pytest
 import yaml
 
 from obsbox.local.receiver import Receiver
-from tests.faults.ledger import Ledger, Report, lines_of
+from tests.faults.ledger import Ledger, Report, dead_lettered, lines_of
 from tests.waiting import free_port, wait_until
 
 pytestmark = pytest.mark.slow
@@ -136,7 +135,7 @@ class Stack:
             with receiver.lock:
                 got.extend(record.body.string_value.encode() for _, record in receiver.log_records)
         dead = self.tmp / "state" / "dead-letter-otlp.jsonl"
-        got.extend(orjson.loads(entry)["line"].encode() for entry in lines_of(dead))
+        got.extend(dead_lettered(dead))
         return got
 
     def report(self) -> Report:
@@ -214,7 +213,7 @@ def answered(status: int) -> Callable[[Stack], bool]:
     return lambda stack: any(code == status for r in stack.receivers for _, _, code in r.requests)
 
 
-def dead_lettered(stack: Stack) -> bool:
+def any_dead_lettered(stack: Stack) -> bool:
     return bool(lines_of(stack.tmp / "state" / "dead-letter-otlp.jsonl"))
 
 
@@ -234,7 +233,7 @@ MATRIX = {
     "sink down": Case(sink_down, lambda stack: all(r.requests for r in stack.receivers[:2])),
     "HTTP 503": Case(refusing(503), answered(503)),
     "HTTP 429 with Retry-After": Case(refusing(429, "1"), answered(429)),
-    "HTTP 400 (refused for good)": Case(refused_for_good, lambda s: answered(400)(s) and dead_lettered(s)),
+    "HTTP 400 (refused for good)": Case(refused_for_good, lambda s: answered(400)(s) and any_dead_lettered(s)),
     "kill -9, three times": Case(kill_9, max_duplicates=3 * BATCH),
     "SIGTERM with the sink down": Case(sigterm_with_sink_down, answered(503), max_duplicates=2 * BATCH),
     "worker killed": Case(worker_killed, workers=2),

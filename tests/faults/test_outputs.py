@@ -12,7 +12,6 @@ import stat
 import subprocess
 from pathlib import Path
 
-import orjson
 import pytest
 
 from obsbox.config import build
@@ -22,24 +21,11 @@ from obsbox.exporters.bridge.record import Origin, Record
 from obsbox.exporters.bridge.sinks.otlp import OtlpConfig, OtlpSink
 from obsbox.local.receiver import Receiver
 from tests.bridge.harness import Running, context
-from tests.faults.ledger import Ledger, lines_of
+from tests.faults.ledger import Ledger, dead_lettered, lines_of
 from tests.faults.mounts import fill, small_tmpfs
 from tests.waiting import wait_until
 
 ROUND = 300  # lines a round
-
-
-def dead_lettered(path: Path) -> list[bytes | str]:
-    """The source lines a dead-letter file holds; an entry that is not whole JSON as its raw bytes
-    (the ledger counts it torn)."""
-    return [_source_line(raw) for raw in lines_of(path)]
-
-
-def _source_line(entry: bytes) -> bytes | str:
-    try:
-        return orjson.loads(entry)["line"]
-    except (orjson.JSONDecodeError, KeyError):
-        return entry
 
 
 def logrotate(conf: Path, state: Path) -> None:

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from tests.bridge.harness import Running
-from tests.faults.ledger import Ledger, lines_of
+from tests.faults.ledger import Ledger, dead_lettered
 from tests.stack.loki_double import Limits, LokiServer
 
 SECOND = 10**9
@@ -44,8 +44,8 @@ def deliver(tmp_path: Path, loki: LokiServer, lines: list[bytes], to: str) -> li
     running = Running([str(log)], tmp_path / "state", once=True, sinks=sink)
     running.thread.join(60)
     assert not running.thread.is_alive(), "the bridge did not finish"
-    dead = [orjson.loads(x)["line"] for x in lines_of(tmp_path / "state" / f"dead-letter-{to}.jsonl")]
-    return [x.encode() for x in loki.lines()] + [x.encode() for x in dead]
+    dead = dead_lettered(tmp_path / "state" / f"dead-letter-{to}.jsonl")
+    return [x.encode() for x in loki.lines()] + dead
 
 
 @pytest.mark.parametrize("to", ["loki", "otlp"])

@@ -42,23 +42,19 @@ def write_on_inode(path: Path, data: bytes, inode: int, tries: int = 5000) -> No
     raise AssertionError(f"the filesystem of {path} did not reuse inode {inode} in {tries} new files")
 
 
-def received(running: Running) -> list[bytes]:
-    return [record.raw for record in running.sink.records()]
-
-
 def test_a_new_file_on_a_reused_inode_with_the_same_banner_is_read_from_its_start(tmp_path):
     log = tmp_path / "gateway.log"
     old = Ledger("before")
     log.write_bytes(BANNER + b"".join(line + b"\n" for line in old.lines(30)))
     first = Running([str(log)], tmp_path / "state", once=True)
     first.thread.join(20)
-    old.check(received(first)).assert_delivered()
+    old.check(first.received()).assert_delivered()
 
     new = Ledger("after")
     write_on_inode(log, BANNER + b"".join(line + b"\n" for line in new.lines(40)), log.stat().st_ino)
     second = Running([str(log)], tmp_path / "state", once=True)
     second.thread.join(20)
-    new.check(received(second)).assert_delivered()
+    new.check(second.received()).assert_delivered()
     resumes = second.bridge.metrics.resumes
     assert resumes.labels("new_content")._value.get() == 1
     assert resumes.labels("resumed")._value.get() == 0
@@ -74,7 +70,7 @@ def test_a_file_that_only_grew_while_stopped_resumes_where_it_was(tmp_path):
     ledger.append(log, 10)
     second = Running([str(log)], tmp_path / "state", once=True)
     second.thread.join(20)
-    ledger.check(received(first) + received(second)).assert_delivered()
+    ledger.check(first.received() + second.received()).assert_delivered()
     assert second.bridge.metrics.resumes.labels("resumed")._value.get() == 1
 
 
@@ -122,7 +118,7 @@ def follow_container(
     running.wait_for(ledger.next_seq, timeout=30)
     time.sleep(0.3)
     running.stop()
-    return received(running), log, running
+    return running.received(), log, running
 
 
 CONTAINER = "4f66ad9a0b2e1c3d5e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5"
@@ -161,7 +157,7 @@ def test_a_line_docker_cut_across_a_rotation_arrives_whole(tmp_path):
     time.sleep(0.3)
     running.stop()
     assert len(landed) == 3 and landed[0] < landed[1], f"the pieces did not straddle a rotation: {landed}"
-    got = received(running)
+    got = running.received()
     ledger.check(got).assert_delivered()
     assert in_order(ledger, got) == list(range(ledger.next_seq))
     (whole,) = [r for r in running.sink.records() if len(r.raw) > 40 * 1024]
@@ -190,7 +186,7 @@ def test_docker_reusing_a_freed_inode_at_once_gives_a_new_file_not_a_truncation(
     running.wait_for(ledger.next_seq, timeout=30)
     time.sleep(0.3)
     running.stop()
-    got = received(running)
+    got = running.received()
     ledger.check(got).assert_delivered()
     order = in_order(ledger, got)
     assert order == sorted(order)
@@ -239,7 +235,7 @@ def test_a_file_created_while_the_bridge_runs_never_takes_an_old_position(tmp_pa
     running.wait_for(9, timeout=10)
     time.sleep(0.3)
     running.stop()
-    got = received(running)
+    got = running.received()
     startup.check(got).assert_delivered()
     later.check(got).assert_delivered()
     assert running.bridge.metrics.resumes.labels("moved")._value.get() == 0

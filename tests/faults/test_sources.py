@@ -36,10 +36,6 @@ def require_root() -> None:
         pytest.fail("this test needs root: it chowns files and drops to another user (CI runs as root)")
 
 
-def received(running: Running) -> list[bytes]:
-    return [record.raw for record in running.sink.records()]
-
-
 def sample(running: Running, name: str, labels: dict[str, str] | None = None) -> float | None:
     return running.bridge.metrics.registry.get_sample_value(name, labels or {})
 
@@ -108,10 +104,10 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
     disk = FailingDisk(monkeypatch, bad)
     running = Running([str(tmp_path / "*.json")], tmp_path / "state")
     try:
-        wait_until(lambda: len(healthy.check(received(running)).lost) == 0, 20, "every line of the healthy files")
+        wait_until(lambda: len(healthy.check(running.received()).lost) == 0, 20, "every line of the healthy files")
         for path in good:
             healthy.append(path, 100)
-        wait_until(lambda: len(healthy.check(received(running)).lost) == 0, 20, "the healthy files stopped")
+        wait_until(lambda: len(healthy.check(running.received()).lost) == 0, 20, "the healthy files stopped")
         source = running.bridge.pipelines[0].sources[0]
         assert source.watcher is not None and source.watcher.is_alive(), "the watcher thread died"
         assert running.thread.is_alive(), "the bridge died of one file"
@@ -121,7 +117,7 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
 
         disk.failing.clear()  # the disk answers again: the file is read from where it stood
         wait_until(
-            lambda: not sick.check(received(running)).lost, 20, "every line of the failing file, once it reads again"
+            lambda: not sick.check(running.received()).lost, 20, "every line of the failing file, once it reads again"
         )
         wait_until(
             lambda: sample(running, "obsbox_bridge_source_problems", {"kind": "read"}) == 0,
@@ -133,7 +129,7 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
         sick.append(bad, 50)
         for path in good:
             healthy.append(path, 100)
-        wait_until(lambda: not healthy.check(received(running)).lost, 20, "the healthy files stopped")
+        wait_until(lambda: not healthy.check(running.received()).lost, 20, "the healthy files stopped")
         wait_until(
             lambda: sample(running, "obsbox_bridge_errors_total", {"kind": "read"}) == 2,
             20,
@@ -141,13 +137,13 @@ def test_a_file_failing_with_eio_is_said_once_and_the_others_go_on(tmp_path, mon
         )
         disk.failing.clear()
         wait_until(
-            lambda: not sick.check(received(running)).lost, 20, "every line of the failing file, once it reads again"
+            lambda: not sick.check(running.received()).lost, 20, "every line of the failing file, once it reads again"
         )
     finally:
         disk.failing.clear()
         running.stop()
-    healthy.check(received(running)).assert_delivered()
-    sick.check(received(running)).assert_delivered()
+    healthy.check(running.received()).assert_delivered()
+    sick.check(running.received()).assert_delivered()
     assert len(warnings_naming(caplog, str(bad))) == 2
 
 
@@ -171,15 +167,15 @@ def test_a_file_rotated_away_while_stopped_and_failing_at_restart_waits_and_the_
         fresh = set(range(30, 40))  # the lines of the new app.json and other.json, written last
 
         def fresh_arrived() -> bool:
-            return fresh.isdisjoint(ledger.check(received(first) + received(second)).lost)
+            return fresh.isdisjoint(ledger.check(first.received() + second.received()).lost)
 
         wait_until(fresh_arrived, 20, "the healthy files stopped")
         disk.failing.clear()
-        wait_until(lambda: not ledger.check(received(first) + received(second)).lost, 20, "the rotated file waits")
+        wait_until(lambda: not ledger.check(first.received() + second.received()).lost, 20, "the rotated file waits")
     finally:
         disk.failing.clear()
         second.stop()
-    ledger.check(received(first) + received(second)).assert_delivered()
+    ledger.check(first.received() + second.received()).assert_delivered()
 
 
 # ---------------------------------------------------------------- symlinks
@@ -233,7 +229,7 @@ def test_a_symlink_planted_by_a_user_to_a_root_only_file_is_not_read(open_tmp, c
 
     running = Running([str(watched / "*.json"), str(watched / "*" / "*.json")], open_tmp / "state", once=True)
     running.thread.join(30)
-    got = received(running)
+    got = running.received()
     assert not [line for line in got if b"root:" in line or b"private" in line], "a secret was shipped"
     ledger.check(got).assert_delivered()
     refused = [r.getMessage() for r in caplog.records if "a symlink never gives" in r.getMessage()]
@@ -420,7 +416,7 @@ def test_patterns_that_match_nothing_or_name_a_folder_are_said_once_and_again_on
     finally:
         running.stop()
     assert len(warnings_naming(caplog, str(later))) == 2
-    ledger.check(received(running)).assert_delivered()
+    ledger.check(running.received()).assert_delivered()
 
 
 # ---------------------------------------------------------------- lag that shows trouble

@@ -25,7 +25,7 @@ from obsbox.exporters.bridge.runner import Bridge
 from obsbox.exporters.bridge.sources.positions import Position, PositionsError, PositionsFile
 from tests.bridge.harness import Running
 from tests.bridge.test_components import DeadSink  # a sink that always returns FAILURE
-from tests.faults.ledger import Ledger, lines_of
+from tests.faults.ledger import Ledger, dead_lettered, lines_of
 from tests.faults.mounts import fill, need_root, read_only, small_tmpfs
 from tests.waiting import wait_until
 
@@ -291,6 +291,6 @@ def test_a_dead_letter_file_on_a_full_disk_is_written_once_there_is_room_and_onl
         thread.join(30)
         assert not thread.is_alive()
         dead = default_path(state, "dead_test")
-        ledger.check(orjson.loads(entry)["line"].encode() for entry in lines_of(dead)).assert_delivered()
+        ledger.check(dead_lettered(dead)).assert_delivered()
         assert sample("obsbox_bridge_lines_shipped_total", {"sink": "dead_test", "outcome": "dead_lettered"}) == 20
         assert PositionsFile(state / "positions-logs-tail.json").load()[0].offset == app.stat().st_size
