@@ -20,6 +20,7 @@ from pathlib import Path
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge.deadletter import DeadLetter
 from obsbox.exporters.bridge.modes import PRIVATE_FILE, private_dir
+from obsbox.exporters.bridge.sources.hold import folder_for
 from obsbox.exporters.bridge.sources.positions import PositionsFile, temporary
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def prepare(state_dir: Path, components: Iterable[object]) -> None:
         _writable_folder(folder)
     for path in files:
         _probe_file(path)
-    held = [p.with_suffix(".held") for p in positions]  # the tail source's links (see hold): the folder only
+    held = [folder_for(p) for p in positions]  # the tail source's links (see hold): the folder only
     temporaries = [temporary(p) for p in positions]  # one a kill -9 left would keep its mode through the rename
     owned = (*folders, *files, *held, *temporaries)
     _tighten([p for p in owned if p == state_dir or state_dir in p.parents])

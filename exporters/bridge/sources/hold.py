@@ -24,6 +24,11 @@ from obsbox.exporters.bridge.modes import private_dir
 log = logging.getLogger(__name__)
 
 
+def folder_for(positions: Path) -> Path:
+    """Where a tail source whose positions are kept in ``positions`` holds its links."""
+    return positions.with_suffix(".held")
+
+
 class Holder:
     def __init__(self, folder: Path | None) -> None:
         self.folder = folder

@@ -53,7 +53,7 @@ from obsbox.exporters.bridge.record import Batch, Lines, Record
 from obsbox.exporters.bridge.sources.access import nothing_matched
 from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, may_name, watched_folders
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
-from obsbox.exporters.bridge.sources.hold import Holder
+from obsbox.exporters.bridge.sources.hold import Holder, folder_for
 from obsbox.exporters.bridge.sources.positions import PositionsFile
 from obsbox.exporters.bridge.sources.tracker import FileMark, FileState, Tracked, Tracker
 from obsbox.exporters.bridge.sources.watch import FolderWatch
@@ -115,7 +115,7 @@ class TailSource(Source[TailCheckpoint]):
                 "kubernetes_metadata": config.kubernetes_metadata,
             },
             saved=self.positions.load(),
-            holder=Holder(positions_path.with_suffix(".held") if holding else None),
+            holder=Holder(folder_for(positions_path) if holding else None),
             metrics=self.metrics,
             once=self.once,
             start_at_end=config.start_at == "end",
