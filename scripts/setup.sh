@@ -158,8 +158,9 @@ refuse_remote_bind() {
   esac
   if [ "${ALLOW_REMOTE:-0}" != 1 ]; then
     echo "BIND_ADDRESS=$bind would open OTLP ingestion (${OTLP_GRPC_PORT:-4317}, ${OTLP_HTTP_PORT:-4318})," \
-      "Prometheus' and Loki's write and query APIs (${PROMETHEUS_PORT:-9090}, 3100), Tempo's query API (3200)" \
-      "and /metrics (9465, 8000) to anyone who can reach $bind. Set ALLOW_REMOTE=1 in compose/.env to accept that." >&2
+      "Prometheus' write and query APIs (${PROMETHEUS_PORT:-9090}), Tempo's query API (3200)" \
+      "and /metrics (9465, 8000) to anyone who can reach $bind (Loki's 3100 stays on 127.0.0.1)." \
+      "Set ALLOW_REMOTE=1 in compose/.env to accept that." >&2
     exit 1
   fi
   echo "warning: BIND_ADDRESS=$bind with ALLOW_REMOTE=1: ingestion and the backends' APIs are reachable there" >&2

@@ -56,7 +56,6 @@ def test_tempo_keeps_its_data_on_the_volume(rendered):
         TEMPO["storage"]["trace"]["wal"]["path"],
         TEMPO["storage"]["trace"]["local"]["path"],
         TEMPO["metrics_generator"]["storage"]["path"],
-        TEMPO["metrics_generator"]["traces_storage"]["path"],
     ]
     assert all(p.startswith(root + "/") for p in paths), paths
     assert TEMPO["storage"]["trace"]["backend"] == "local"

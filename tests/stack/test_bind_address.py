@@ -32,7 +32,12 @@ def test_loopback_is_accepted(bind):
 def test_any_other_address_is_refused_naming_what_it_would_expose(bind):
     result = check(bind)
     assert result.returncode == 1 and "accepted" not in result.stdout
-    for exposed in ("OTLP ingestion (4317, 4318)", "write and query APIs (9090, 3100)", "ALLOW_REMOTE=1"):
+    for exposed in (
+        "OTLP ingestion (4317, 4318)",
+        "write and query APIs (9090)",
+        "3100 stays on 127.0.0.1",
+        "ALLOW_REMOTE=1",
+    ):
         assert exposed in result.stderr
 
 

@@ -191,10 +191,6 @@ def test_retention_keeps_what_the_backfill_window_admits():
     assert window >= timedelta(days=30)
 
 
-def test_loki_s_delete_api_is_off():
-    assert LOKI["limits_config"]["deletion_mode"] == "disabled"
-
-
 # ---------------------------------------------------------------- traces -> metrics
 
 
@@ -209,7 +205,7 @@ def test_tempo_exemplars_carry_the_label_grafana_links():
 
 
 def test_traces_to_metrics_uses_tempo_s_span_metrics_names():
-    """modules/generator/processor/spanmetrics (Tempo 2.8): traces_spanmetrics_calls_total and
+    """modules/generator/processor/spanmetrics (Tempo 3.0): traces_spanmetrics_calls_total and
     traces_spanmetrics_latency, labels service, span_name, span_kind, status_code."""
     (tempo,) = [ds for ds in DATASOURCES["datasources"] if ds["type"] == "tempo"]
     links = tempo["jsonData"]["tracesToMetrics"]
