@@ -227,6 +227,6 @@ def test_span_metrics_keep_the_bridge_s_spans_apart_in_the_collector_and_tempo(o
     spans = BRIDGE.components["sinks"]["spans"].config
     attribute, value = "obsbox.span.source", spans.resource.get("obsbox.span.source")
     assert value == "logs"
-    dims = {d["name"]: d.get("default") for d in otelcol["connectors"]["spanmetrics"]["dimensions"]}
+    dims = {d["name"]: d.get("default") for d in otelcol["connectors"]["span_metrics"]["dimensions"]}
     assert attribute in dims and dims[attribute] not in (None, value)
     assert attribute in TEMPO["metrics_generator"]["processor"]["span_metrics"]["dimensions"]
