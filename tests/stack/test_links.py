@@ -204,7 +204,7 @@ def test_tempo_exemplars_carry_the_label_grafana_links():
     names = {d["name"] for d in prometheus["jsonData"]["exemplarTraceIdDestinations"]}
     assert label in names
     # Prometheus' OTLP receiver names the collector's exemplar label trace_id as well
-    # (Prometheus 3.5: storage/remote/otlptranslator/prometheusremotewrite/helper.go, traceIDKey).
+    # (Prometheus 3.14: storage/remote/otlptranslator/prometheusremotewrite/helper.go, traceIDKey).
     assert "trace_id" in names
 
 
