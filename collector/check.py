@@ -45,10 +45,12 @@ def env_refs(text: str) -> list[EnvRef]:
 
 @dataclass
 class Distribution:
-    """What a collector distribution contains: module versions per kind, and type → module."""
+    """What a collector distribution contains: module versions per kind, type → module, and the
+    deprecated type names of renamed components (old → current)."""
 
     modules: dict[str, dict[str, str]] = field(default_factory=dict)
     types: dict[str, dict[str, str]] = field(default_factory=dict)
+    renamed: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, manifest: Path, types: Path) -> Distribution:
@@ -60,8 +62,17 @@ class Distribution:
                 path, _, version = entry["gomod"].partition(" ")
                 modules[kind][entry.get("import", path)] = version
         type_map = yaml.safe_load(types.read_text(encoding="utf-8"))
-        by_type = {kind: {t: module for module, t in (type_map.get(kind) or {}).items()} for kind in KINDS}
-        return cls(modules, by_type)
+        by_type: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        renamed: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        for kind in KINDS:
+            for module, entry in (type_map.get(kind) or {}).items():
+                # "type" or {type: NEW, deprecated_type: OLD}, as in the module's metadata.yaml
+                current = entry["type"] if isinstance(entry, dict) else entry
+                by_type[kind][current] = module
+                if isinstance(entry, dict) and entry.get("deprecated_type"):
+                    by_type[kind][entry["deprecated_type"]] = module
+                    renamed[kind][entry["deprecated_type"]] = current
+        return cls(modules, by_type, renamed)
 
     def module_of(self, kind: str, component_type: str) -> str | None:
         """The module providing ``component_type``, if the distribution was built with it.
@@ -124,6 +135,8 @@ def component_problems(config: dict[str, Any], dist: Distribution) -> list[str]:
         for cid in sorted(have[kind]):
             if dist.module_of(kind, component_type(cid)) is None:
                 found.append(f"{kind}.{cid}: type {component_type(cid)!r} is not in the distribution")
+            elif (new := dist.renamed.get(kind, {}).get(component_type(cid))) is not None:
+                found.append(f"{kind}.{cid}: type {component_type(cid)!r} is deprecated (renamed {new!r})")
             if cid not in refs[kind]:
                 found.append(f"{kind}.{cid}: defined but not used by any pipeline")
     found += [

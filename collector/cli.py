@@ -18,7 +18,7 @@ from obsbox.collector import check
 
 # The pinned otelcol-contrib release, shipped with the package (collector/testdata).
 TESTDATA = resources.files("obsbox.collector") / "testdata"
-RELEASE = "otelcol-contrib 0.136.0"
+RELEASE = "otelcol-contrib 0.159.0"
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,8 +1,9 @@
 """collector/agent.yaml and collector/gateway.yaml: the two halves of otelcol.yaml for a cluster.
 
-The component types come from the pinned otelcol-contrib 0.136.0 manifest (collector/testdata). The
-loadbalancing exporter's keys are those of exporter/loadbalancingexporter/config.go at v0.136.0
-(routing_key; protocol.otlp; resolver.k8s.service as "name.namespace", resolver.k8s.ports).
+The component types come from the pinned otelcol-contrib 0.159.0 manifest (collector/testdata). The
+load_balancing exporter's keys are those of exporter/loadbalancingexporter/config.go, read at v0.136.0
+(routing_key; protocol.otlp; resolver.k8s.service as "name.namespace", resolver.k8s.ports); 0.159.0
+renamed the type from loadbalancing but its keys are not verified at that tag here.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def test_every_component_is_in_the_pinned_release_and_the_wiring_resolves(name, 
     for kind in check.KINDS:
         for cid in config.get(kind) or {}:
             module = dist.module_of(kind, check.component_type(cid))
-            assert dist.modules[kind][module] == "v0.136.0", (kind, cid, module)
+            assert dist.modules[kind][module] == "v0.159.0", (kind, cid, module)
 
 
 @pytest.mark.parametrize("name", ["agent.yaml", "gateway.yaml"])
@@ -54,9 +55,9 @@ def test_memory_limiter_first_and_batch_last_in_every_pipeline(name):
 def test_the_agent_routes_traces_by_trace_id_to_the_gateways_headless_service(rendered):
     agent = load("agent.yaml")
     pipes = check.pipelines(agent)
-    assert pipes["traces"]["exporters"] == ["loadbalancing"]
-    assert pipes["logs"]["exporters"] == pipes["metrics"]["exporters"] == ["otlp/gateway"]
-    lb = agent["exporters"]["loadbalancing"]
+    assert pipes["traces"]["exporters"] == ["load_balancing"]
+    assert pipes["logs"]["exporters"] == pipes["metrics"]["exporters"] == ["otlp_grpc/gateway"]
+    lb = agent["exporters"]["load_balancing"]
     assert lb["routing_key"] == "traceID"
     assert "endpoint" not in lb["protocol"]["otlp"]  # the resolver supplies it
     service_name, namespace = default_of(lb["resolver"]["k8s"]["service"]).split(".")
@@ -65,32 +66,32 @@ def test_the_agent_routes_traces_by_trace_id_to_the_gateways_headless_service(re
     assert namespace == service["metadata"]["namespace"]
     grpc = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "otlp-grpc")
     assert lb["resolver"]["k8s"]["ports"] == [grpc] == [conventions.PORTS["otlp_grpc"]]
-    endpoint = default_of(agent["exporters"]["otlp/gateway"]["endpoint"])
+    endpoint = default_of(agent["exporters"]["otlp_grpc/gateway"]["endpoint"])
     assert endpoint == f"dns:///{service_name}.{namespace}.svc.cluster.local:{grpc}"
-    assert agent["exporters"]["otlp/gateway"]["balancer_name"] == "round_robin"
+    assert agent["exporters"]["otlp_grpc/gateway"]["balancer_name"] == "round_robin"
 
 
 def test_the_agent_labels_by_the_senders_pod_never_by_the_connection():
     """The bridge sends every pod's logs: matching by connection would give them the bridge's pod."""
-    association = load("agent.yaml")["processors"]["k8sattributes"]["pod_association"]
+    association = load("agent.yaml")["processors"]["k8s_attributes"]["pod_association"]
     sources = [source for rule in association for source in rule["sources"]]
     assert sources == [
         {"from": "resource_attribute", "name": "k8s.pod.uid"},
         {"from": "resource_attribute", "name": "k8s.pod.ip"},
     ]
-    assert load("agent.yaml")["processors"]["k8sattributes"]["filter"]["node_from_env_var"] == "K8S_NODE_NAME"
+    assert load("agent.yaml")["processors"]["k8s_attributes"]["filter"]["node_from_env_var"] == "K8S_NODE_NAME"
 
 
 def test_the_gateway_derives_span_metrics_and_the_service_graph_from_whole_traces():
     gateway = load("gateway.yaml")
     pipes = check.pipelines(gateway)
-    assert pipes["traces"]["exporters"] == ["otlp/tempo", "spanmetrics", "servicegraph"]
-    assert pipes["metrics/spanmetrics"]["receivers"] == ["spanmetrics"]
+    assert pipes["traces"]["exporters"] == ["otlp_grpc/tempo", "span_metrics", "servicegraph"]
+    assert pipes["metrics/span_metrics"]["receivers"] == ["span_metrics"]
     assert pipes["metrics/servicegraph"]["receivers"] == ["servicegraph"]
-    for name in ("metrics/spanmetrics", "metrics/servicegraph"):
+    for name in ("metrics/span_metrics", "metrics/servicegraph"):
         assert "transform/instance" in pipes[name]["processors"], name
     assert "transform/instance" not in pipes["metrics"]["processors"]  # apps' own metrics keep their labels
-    spanmetrics = gateway["connectors"]["spanmetrics"]
+    spanmetrics = gateway["connectors"]["span_metrics"]
     assert spanmetrics["exemplars"]["enabled"] is True
     seconds = [
         float(b[:-2]) / 1000 if b.endswith("ms") else float(b[:-1])
@@ -120,7 +121,7 @@ def test_the_gateways_environment_overrides_name_the_same_services_as_its_defaul
     gateway = load("gateway.yaml")
     env = env_of(container(rendered, "otel-gateway"))
     (namespace,) = by_kind(rendered, "Namespace")
-    for exporter in ("otlp/tempo", "otlphttp/loki", "otlphttp/prometheus"):
+    for exporter in ("otlp_grpc/tempo", "otlp_http/loki", "otlp_http/prometheus"):
         (ref,) = check.env_refs(gateway["exporters"][exporter]["endpoint"])
         assert env[ref.name].replace("$(POD_NAMESPACE)", namespace) == ref.default, exporter
 
@@ -151,4 +152,4 @@ def test_the_image_is_the_release_the_components_were_checked_against(rendered):
     compose = yaml.safe_load((REPO / "compose" / "docker-compose.yml").read_text(encoding="utf-8"))
     for name in ("otel-agent", "otel-gateway"):
         assert container(rendered, name)["image"] == compose["services"]["collector"]["image"]
-        assert container(rendered, name)["image"].endswith(":0.136.0")
+        assert container(rendered, name)["image"].endswith(":0.159.0")

@@ -94,7 +94,8 @@ def test_prometheus_takes_otlp_from_the_gateway_and_keeps_exemplars(gateway_env,
     kps = values("kube-prometheus-stack")
     spec = kps["prometheus"]["prometheusSpec"]
     assert spec["enableOTLPReceiver"] is True
-    assert {"exemplar-storage", "native-histograms"} <= set(spec["enableFeatures"])
+    assert spec["enableFeatures"] == ["exemplar-storage"]  # native-histograms is a no-op since 3.9
+    assert spec["scrapeNativeHistograms"] is True
     url = urlsplit(gateway_env["PROMETHEUS_OTLP_ENDPOINT"])
     assert url.hostname == f"{service_url(kps, 'prometheus', namespace)}.cluster.local"
     assert (url.port, url.path) == (conventions.PORTS["prometheus"], "/api/v1/otlp")

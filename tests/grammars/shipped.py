@@ -28,8 +28,9 @@ LINK_VALUES = {
     "${__span.name}": "POST /v1/chat",
     "${__value.raw}": "4bf92f3577b34da6a3ce929d0e0e4736",
 }
-# tracesToMetrics: Grafana replaces $__tags with the span's tags mapped by `tags` (service.name -> service).
-TAGS = 'service="gateway"'
+# tracesToMetrics: Grafana replaces $__tags with the span's tags mapped by `tags` (service.name -> service,
+# obsbox.span.source -> obsbox_span_source: the collector sets it on every span).
+TAGS = 'service="gateway", obsbox_span_source="sdk"'
 LINK_VARIABLE = re.compile(r"\$\{__[^}]*\}|\$__\w+")
 
 

@@ -38,12 +38,12 @@ HTTP_PORTS = {
 UNVERIFIED = """\
 stack configs: checked statically, NOT run (no Docker engine here). Still unverified:
   - that the pinned image tags exist in their registries and that the images start;
-  - the collector accepting every config key: component types are checked against the 0.136.0
+  - the collector accepting every config key: component types are checked against the 0.159.0
     manifest, but key names and the OTTL statements are not (`otelcol-contrib validate` would);
-  - Prometheus 3.5 accepting its flags; promtool here is Debian's 2.42, which checks the config and
-    rules with 2.x semantics only (no OTLP receiver, no 3.x defaults such as UTF-8 names or the
-    le/quantile label normalisation);
-  - Loki 3.7 and Tempo 2.8 accepting their configs in this run (both reject unknown keys at
+  - Prometheus 3.14 accepting its flags and scrape_native_histograms (promtool is spared that key);
+    promtool here is Debian's 2.42, which checks the config and rules with 2.x semantics only (no
+    OTLP receiver, no 3.x defaults such as UTF-8 names or the le/quantile label normalisation);
+  - Loki 3.7 and Tempo 3.0 accepting their configs in this run (both reject unknown keys at
     start-up); Loki's OTLP mapping, level detection and refusals are a double written from Loki
     3.7's source (tests/stack/loki_double.py; its refusal texts were checked by hand against a real
     Loki 3.7.6 built from its source, not in this run), and Tempo's exemplar label and span-metrics
@@ -51,7 +51,7 @@ stack configs: checked statically, NOT run (no Docker engine here). Still unveri
   - that the grammar packages are exactly the ones the pinned releases bundle: lezer-promql 0.305.0
     is Prometheus 3.5's UI release, lezer-logql 0.2.8 the version in Grafana 12's package.json, and
     lezer-traceql 1.0.0 the latest release (Grafana 12.1's own version was not confirmed);
-  - Grafana 12 accepting the provisioning files and the dashboards;
+  - Grafana 13.2 accepting the provisioning files and the dashboards;
   - that the healthcheck commands succeed inside the images (busybox wget from the probe-tools
     volume, `loki -health`, wget in prom/prometheus, curl in grafana, python in obsbox);
   - modern `docker compose` v2 validation (only docker-compose 1.29 ran);

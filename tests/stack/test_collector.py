@@ -37,7 +37,7 @@ def test_config_loads_with_one_pipeline_per_signal(otelcol):
 def test_every_component_exists_in_the_pinned_release_and_all_wiring_resolves(otelcol, dist):
     text = OTELCOL.read_text(encoding="utf-8")
     assert check.problems(otelcol, text, dist) == []
-    print(f"{len(ids(otelcol))} components found in otelcol-contrib 0.136.0: {', '.join(ids(otelcol))}")
+    print(f"{len(ids(otelcol))} components found in otelcol-contrib 0.159.0: {', '.join(ids(otelcol))}")
 
 
 def test_the_checker_reports_each_kind_of_mistake(otelcol, dist):
@@ -47,14 +47,14 @@ def test_the_checker_reports_each_kind_of_mistake(otelcol, dist):
     broken["service"]["pipelines"]["logs"]["exporters"].append("loki")
     broken["processors"]["attributes/unused"] = {"actions": []}
     broken["service"]["pipelines"]["traces"]["processors"].append("tail_sampling")
-    broken["service"]["pipelines"]["metrics"]["receivers"].remove("spanmetrics")
-    broken["service"]["pipelines"]["events"] = {"receivers": ["otlp"], "exporters": ["otlp/tempo"]}
+    broken["service"]["pipelines"]["metrics"]["receivers"].remove("span_metrics")
+    broken["service"]["pipelines"]["events"] = {"receivers": ["otlp"], "exporters": ["otlp_grpc/tempo"]}
     found = check.problems(broken, text + "\nx: ${env:NO_DEFAULT}\n", dist)
     expected = [
         "exporters.loki: type 'loki' is not in the distribution",
         "processors.attributes/unused: defined but not used by any pipeline",
         "service.pipelines.traces.processors: 'tail_sampling' is not defined",
-        "connectors.spanmetrics: must be the exporter of one pipeline and the receiver of another",
+        "connectors.span_metrics: must be the exporter of one pipeline and the receiver of another",
         "service.pipelines.events: the signal must be one of traces, metrics, logs, profiles",
         "${env:NO_DEFAULT} has no default (write ${env:NO_DEFAULT:-value})",
     ]
@@ -101,10 +101,10 @@ def test_resource_adds_the_service_registry_attributes_from_the_environment(otel
 
 def test_routing_one_signal_to_each_backend(otelcol):
     pipes = check.pipelines(otelcol)
-    assert pipes["traces"]["exporters"] == ["otlp/tempo", "spanmetrics", "servicegraph"]
-    assert pipes["logs"]["exporters"] == ["otlphttp/loki"]
-    assert set(pipes["metrics"]["receivers"]) == {"otlp", "prometheus", "spanmetrics"}
-    assert pipes["metrics"]["exporters"] == ["otlphttp/prometheus"]
+    assert pipes["traces"]["exporters"] == ["otlp_grpc/tempo", "span_metrics", "servicegraph"]
+    assert pipes["logs"]["exporters"] == ["otlp_http/loki"]
+    assert set(pipes["metrics"]["receivers"]) == {"otlp", "prometheus", "span_metrics"}
+    assert pipes["metrics"]["exporters"] == ["otlp_http/prometheus"]
     assert pipes["metrics/servicegraph"]["receivers"] == ["servicegraph"]
     assert "transform/servicegraph" in pipes["metrics/servicegraph"]["processors"]
     assert "transform/servicegraph" not in pipes["metrics"]["processors"]
@@ -118,9 +118,9 @@ def default_of(value: str) -> str:
 @pytest.mark.parametrize(
     "route",
     [
-        ("otlp/tempo", "tempo", conventions.PORTS["otlp_grpc"], ""),
-        ("otlphttp/loki", "loki", conventions.PORTS["loki"], "/otlp"),
-        ("otlphttp/prometheus", "prometheus", conventions.PORTS["prometheus"], "/api/v1/otlp"),
+        ("otlp_grpc/tempo", "tempo", conventions.PORTS["otlp_grpc"], ""),
+        ("otlp_http/loki", "loki", conventions.PORTS["loki"], "/otlp"),
+        ("otlp_http/prometheus", "prometheus", conventions.PORTS["prometheus"], "/api/v1/otlp"),
     ],
 )
 def test_exporters_point_at_the_compose_services(otelcol, compose_raw, route):
@@ -134,7 +134,7 @@ def test_exporters_point_at_the_compose_services(otelcol, compose_raw, route):
 def test_tempo_receives_otlp_grpc_where_the_collector_sends_it(otelcol):
     tempo = yaml.safe_load((REPO / "compose" / "tempo" / "tempo.yaml").read_text())
     grpc = tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]
-    assert grpc.rsplit(":", 1)[1] == default_of(otelcol["exporters"]["otlp/tempo"]["endpoint"]).rsplit(":", 1)[1]
+    assert grpc.rsplit(":", 1)[1] == default_of(otelcol["exporters"]["otlp_grpc/tempo"]["endpoint"]).rsplit(":", 1)[1]
 
 
 def test_receivers_listen_on_the_conventional_ports(otelcol):
@@ -161,7 +161,7 @@ def seconds(duration: str) -> float:
 
 
 def test_spanmetrics_carries_exemplars_on_the_sli_buckets(otelcol):
-    spanmetrics = otelcol["connectors"]["spanmetrics"]
+    spanmetrics = otelcol["connectors"]["span_metrics"]
     assert spanmetrics["exemplars"]["enabled"] is True
     assert spanmetrics["histogram"]["unit"] == "s"
     buckets = tuple(seconds(b) for b in spanmetrics["histogram"]["explicit"]["buckets"])
@@ -172,18 +172,38 @@ def test_spanmetrics_carries_exemplars_on_the_sli_buckets(otelcol):
 
 def test_the_manifest_is_the_upstream_file_unchanged():
     manifest = TESTDATA / "otelcol-contrib-manifest.yaml"
-    assert manifest.stat().st_size == 25814  # the size of the upstream file at the recorded commit
-    assert "008cde8ca78cc0286ee3f0de92fa95e1641a445a" in (TESTDATA / "README.md").read_text()
+    assert manifest.stat().st_size == 27157  # the size of the upstream file at the recorded commit
+    assert "f817832365a9a2b829bc7c25feffcf8834585dea" in (TESTDATA / "README.md").read_text()
+    assert yaml.safe_load(manifest.read_text())["dist"]["version"] == "0.159.0"
 
 
 def test_components_outside_the_type_map_are_found_by_the_contrib_naming_rule(dist):
     """A user's config may use any component of the distribution, not only the ones ours use."""
     contrib = "github.com/open-telemetry/opentelemetry-collector-contrib"
-    assert dist.module_of("processors", "k8sattributes") == f"{contrib}/processor/k8sattributesprocessor"
-    assert dist.module_of("exporters", "loadbalancing") == f"{contrib}/exporter/loadbalancingexporter"
     assert dist.module_of("receivers", "filelog") == f"{contrib}/receiver/filelogreceiver"
+    assert dist.module_of("receivers", "fluent_forward") == f"{contrib}/receiver/fluentforwardreceiver"
     assert dist.module_of("exporters", "loki") is None  # removed from contrib in 0.131
     assert dist.module_of("processors", "k8s_attributes_typo") is None
+
+
+def test_a_deprecated_type_name_is_reported_with_the_name_that_replaced_it(otelcol, dist):
+    """0.159.0 still runs the pre-rename names (with a warning); the checker asks for the new ones."""
+    old = copy.deepcopy(otelcol)
+    old["exporters"]["otlphttp/loki"] = old["exporters"].pop("otlp_http/loki")
+    old["exporters"]["otlp/tempo"] = old["exporters"].pop("otlp_grpc/tempo")
+    old["connectors"]["spanmetrics"] = old["connectors"].pop("span_metrics")
+    pipes = check.pipelines(old)
+    pipes["logs"]["exporters"] = ["otlphttp/loki"]
+    pipes["traces"]["exporters"] = ["otlp/tempo", "spanmetrics", "servicegraph"]
+    pipes["metrics"]["receivers"] = ["otlp", "prometheus", "spanmetrics"]
+    assert check.problems(old, OTELCOL.read_text(encoding="utf-8"), dist) == [
+        "exporters.otlp/tempo: type 'otlp' is deprecated (renamed 'otlp_grpc')",
+        "exporters.otlphttp/loki: type 'otlphttp' is deprecated (renamed 'otlp_http')",
+        "connectors.spanmetrics: type 'spanmetrics' is deprecated (renamed 'span_metrics')",
+    ]
+    for kind, name in (("processors", "k8sattributes"), ("exporters", "loadbalancing")):
+        assert dist.module_of(kind, name) is not None, name  # still in the distribution
+        assert dist.renamed[kind][name] in {"k8s_attributes", "load_balancing"}, name
 
 
 # ------------------------------------------------------------------------- obsbox collector check
@@ -207,7 +227,7 @@ def test_the_command_passes_the_shipped_configs():
     result = run_cli("collector/otelcol.yaml", "collector/agent.yaml", "collector/gateway.yaml")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        f"collector/{name}: OK (otelcol-contrib 0.136.0)" for name in ("otelcol.yaml", "agent.yaml", "gateway.yaml")
+        f"collector/{name}: OK (otelcol-contrib 0.159.0)" for name in ("otelcol.yaml", "agent.yaml", "gateway.yaml")
     ]
     assert result.stderr == ""
 
@@ -229,7 +249,7 @@ def test_the_command_names_the_file_the_component_and_the_mistake(tmp_path, caps
         config["service"]["pipelines"]["traces"]["processors"].insert(1, "tail_sampling")
 
     def env_without_default(config):
-        config["exporters"]["otlp/gateway"]["endpoint"] = "${env:GATEWAY_OTLP_ENDPOINT}"
+        config["exporters"]["otlp_grpc/gateway"]["endpoint"] = "${env:GATEWAY_OTLP_ENDPOINT}"
 
     files = [
         broken_copy(tmp_path, "gateway.yaml", unknown_component),
@@ -239,7 +259,7 @@ def test_the_command_names_the_file_the_component_and_the_mistake(tmp_path, caps
     good = str(COLLECTOR / "agent.yaml")
     assert main(["collector", "check", good, *files]) == 1
     out, err = capsys.readouterr()
-    assert out == f"{good}: OK (otelcol-contrib 0.136.0)\n"
+    assert out == f"{good}: OK (otelcol-contrib 0.159.0)\n"
     assert err.splitlines() == [
         f"{files[0]}: exporters.loki: type 'loki' is not in the distribution",
         f"{files[1]}: service.pipelines.traces.processors: 'tail_sampling' is not defined",
@@ -261,14 +281,14 @@ def test_the_command_reports_unreadable_and_unparsable_files(tmp_path, capsys):
 
 
 def test_the_command_exits_1_from_a_shell_too(tmp_path):
-    def k8sattributes_removed(config):
-        config["processors"].pop("k8sattributes")
+    def k8s_attributes_removed(config):
+        config["processors"].pop("k8s_attributes")
 
-    path = broken_copy(tmp_path, "agent.yaml", k8sattributes_removed)
+    path = broken_copy(tmp_path, "agent.yaml", k8s_attributes_removed)
     result = run_cli(path)
     assert result.returncode == 1
     assert result.stdout == ""
-    assert f"{path}: service.pipelines.traces.processors: 'k8sattributes' is not defined" in result.stderr.splitlines()
+    assert f"{path}: service.pipelines.traces.processors: 'k8s_attributes' is not defined" in result.stderr.splitlines()
 
 
 def test_the_command_says_when_the_distribution_list_is_unreadable(tmp_path, capsys):

@@ -86,8 +86,8 @@ def test_the_password_reaches_grafana_from_the_env_file(rendered, env_file):
         ("collector", r"otel/opentelemetry-collector-contrib:0\.\d+\.\d+"),
         ("prometheus", r"prom/prometheus:v3\.\d+\.\d+"),
         ("loki", r"grafana/loki:3\.\d+\.\d+"),
-        ("tempo", r"grafana/tempo:2\.\d+\.\d+"),
-        ("grafana", r"grafana/grafana:1[12]\.\d+\.\d+"),
+        ("tempo", r"grafana/tempo:3\.\d+\.\d+"),
+        ("grafana", r"grafana/grafana:13\.\d+\.\d+"),
         ("probe-tools", r"busybox:\d+\.\d+\.\d+-musl"),
     ],
 )

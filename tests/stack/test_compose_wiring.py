@@ -94,9 +94,10 @@ def test_prometheus_exposes_no_lifecycle_or_admin_endpoints(rendered):
     assert not {"--web.enable-lifecycle", "--web.enable-admin-api"} & set(flags)
 
 
-def test_tempo_is_pinned_to_a_2_8_patch_with_the_data_fixes(rendered):
-    found = re.fullmatch(r"grafana/tempo:2\.8\.(\d+)", rendered["services"]["tempo"]["image"])
-    assert found and int(found.group(1)) >= 4, "2.8.1-2.8.3 fix data bugs; 2.8.4 is the latest 2.8 patch"
+def test_tempo_is_pinned_to_a_3_0_patch_with_the_security_fixes(rendered):
+    found = re.fullmatch(r"grafana/tempo:3\.0\.(\d+)", rendered["services"]["tempo"]["image"])
+    # Tempo's CHANGELOG.md: 3.0.2 and 3.0.3 rebuild with Go and gRPC security fixes; 3.0.3 is the latest.
+    assert found and int(found.group(1)) >= 3, "3.0.3 is the latest 3.0 patch"
 
 
 def host_recipe() -> list[list[str]]:

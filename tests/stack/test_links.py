@@ -200,7 +200,7 @@ def test_tempo_exemplars_carry_the_label_grafana_links():
     names = {d["name"] for d in prometheus["jsonData"]["exemplarTraceIdDestinations"]}
     assert label in names
     # Prometheus' OTLP receiver names the collector's exemplar label trace_id as well
-    # (Prometheus 3.5: storage/remote/otlptranslator/prometheusremotewrite/helper.go, traceIDKey).
+    # (Prometheus 3.14: storage/remote/otlptranslator/prometheusremotewrite/helper.go, traceIDKey).
     assert "trace_id" in names
 
 
@@ -223,6 +223,6 @@ def test_span_metrics_keep_the_bridge_s_spans_apart_in_the_collector_and_tempo(o
     spans = BRIDGE.components["sinks"]["spans"].config
     attribute, value = "obsbox.span.source", spans.resource.get("obsbox.span.source")
     assert value == "logs"
-    dims = {d["name"]: d.get("default") for d in otelcol["connectors"]["spanmetrics"]["dimensions"]}
+    dims = {d["name"]: d.get("default") for d in otelcol["connectors"]["span_metrics"]["dimensions"]}
     assert attribute in dims and dims[attribute] not in (None, value)
     assert attribute in TEMPO["metrics_generator"]["processor"]["span_metrics"]["dimensions"]

@@ -124,5 +124,5 @@ def test_the_collector_marks_every_other_span_in_the_traces_pipeline_only(config
     assert collector_resource(config, {ATTRIBUTE: "logs"})[ATTRIBUTE] == "logs"  # the bridge's stay theirs
     for signal in ("logs", "metrics"):
         assert ATTRIBUTE not in collector_resource(config, {}, signal)
-    dims = {d["name"]: d.get("default") for d in config["connectors"]["spanmetrics"]["dimensions"]}
+    dims = {d["name"]: d.get("default") for d in config["connectors"]["span_metrics"]["dimensions"]}
     assert dims[ATTRIBUTE] == "sdk"  # the connector's series say the same as Tempo's
