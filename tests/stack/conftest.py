@@ -48,9 +48,9 @@ stack configs: checked statically, NOT run (no Docker engine here). Still unveri
     3.7's source (tests/stack/loki_double.py; its refusal texts were checked by hand against a real
     Loki 3.7.6 built from its source, not in this run), and Tempo's exemplar label and span-metrics
     names are read from Tempo 2.8's source, not observed;
-  - that the grammar packages are exactly the ones the pinned releases bundle: lezer-promql 0.305.0
-    is Prometheus 3.5's UI release, lezer-logql 0.2.8 the version in Grafana 12's package.json, and
-    lezer-traceql 1.0.0 the latest release (Grafana 12.1's own version was not confirmed);
+  - that the grammar packages are exactly the ones the pinned releases bundle: lezer-promql 0.314.0
+    is Prometheus 3.14's UI release, lezer-logql 0.2.8 the version in Grafana 12's package.json (13.2's
+    own was not confirmed), and lezer-traceql 1.0.0 the latest release;
   - Grafana 13.2 accepting the provisioning files and the dashboards;
   - that the healthcheck commands succeed inside the images (busybox wget from the probe-tools
     volume, `loki -health`, wget in prom/prometheus, curl in grafana, python in obsbox);
