@@ -207,6 +207,8 @@ def level_of(text: str) -> Severity:
     """The severity a level's text stands for, in any case; a word no logger above writes gets
     number 0 and Loki's ``unknown`` (Loki would keep the word itself as the level)."""
     word = text.strip().lower()
+    if not word:  # an empty level is none: Loki reads the line
+        return Severity(0, text, "")
     known = LEVELS.get(word)
     if known is not None:
         return Severity(known[0], text, known[1])

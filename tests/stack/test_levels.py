@@ -21,6 +21,7 @@ import pytest
 
 from obsbox.dashboards import queries as q
 from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
+from obsbox.logfields import severity
 from tests.bridge.harness import context, traced
 from tests.stack.loki_double import Entry, LokiOTLP
 from tests.stack.test_links import bridge_request, compose_limits
@@ -135,6 +136,8 @@ def test_a_line_without_a_level_is_left_to_loki_s_own_reading():
         ((entry,),) = stored.accepted.values()
         assert "severity_text" not in entry.structured_metadata
         assert entry.structured_metadata["detected_level"] == "error"  # Loki's word scan of the line
+
+    assert severity({"level": " "}).level == severity({"msg": "no level"}).level == ""
 
 
 # ---------------------------------------------------------------- the double keeps Loki's lesson
