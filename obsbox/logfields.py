@@ -3,8 +3,9 @@ spellings (ECS, Serilog CLEF, .NET, logrus/zap, pino/bunyan, OTel)."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 TIME_KEYS = (
     "@timestamp",
@@ -38,34 +39,55 @@ LEVEL_KEYS = (
 MESSAGE_KEYS = ("message", "msg", "Message", "@m", "@mt", "MessageTemplate", "log", "text", "body")
 SERVICE_KEYS = ("service.name", "service_name", "service", "Service", "ServiceName", "app", "application")
 
-# OTel severity numbers (logs data model): the first number of each range.
-SEVERITY = {
-    "trace": 1,
-    "verbose": 1,
-    "debug": 5,
-    "info": 9,
-    "information": 9,
-    "informational": 9,
-    "notice": 10,
-    "warn": 13,
-    "warning": 13,
-    "error": 17,
-    "err": 17,
-    "critical": 21,
-    "crit": 21,
-    "fatal": 21,
-    "panic": 21,
-    "emergency": 21,
-    "alert": 21,
-}
-SHORT = {1: "trace", 5: "debug", 9: "info", 10: "info", 13: "warn", 17: "error", 21: "fatal"}
-PINO = {10: 1, 20: 5, 30: 9, 40: 13, 50: 17, 60: 21}  # pino / bunyan numeric levels
+# Loki's level words, the only values of detected_level it knows (v3.7.6 pkg/util/constants/levels.go).
+TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL, FATAL, UNKNOWN = (
+    "trace", "debug", "info", "warn", "error", "critical", "fatal", "unknown",
+)  # fmt: skip
+
+# Every level word a common logger writes, lower-cased → (OTel severity number, Loki's level word).
+# Numbers: the OTel logs data model, Appendix B (SeverityNumber example mappings). Loki's own
+# normalizeLogLevel (pkg/distributor/field_detection.go) knows only the words Loki's words stand for
+# plus trc, dbg, inf, wrn, err; any other word it keeps as written, so that word would become
+# detected_level: every word here is sent with its Loki word instead.
+LEVELS: dict[str, tuple[int, str]] = {
+    # log4j, logback, Rust log/tracing, Go slog, zap, logrus, Ruby Logger, OTel's own short names
+    "trace": (1, TRACE), "debug": (5, DEBUG), "info": (9, INFO), "warn": (13, WARN),
+    "error": (17, ERROR), "fatal": (21, FATAL),
+    # Loki's abbreviations (normalizeLogLevel)
+    "trc": (1, TRACE), "dbg": (5, DEBUG), "inf": (9, INFO), "wrn": (13, WARN), "err": (17, ERROR),
+    # Serilog (Verbose is below Debug: trace), .NET ILogger (Information, Warning, Critical = FATAL in
+    # Appendix B), Python (WARNING, CRITICAL; the OTel Python handler maps CRITICAL to FATAL)
+    "verbose": (1, TRACE), "information": (9, INFO), "warning": (13, WARN), "critical": (21, CRITICAL),
+    # syslog (RFC 5424 names and Appendix B's numbers): crit and alert keep Loki's word critical
+    "emerg": (21, FATAL), "emergency": (21, FATAL), "alert": (19, CRITICAL), "crit": (18, CRITICAL),
+    "notice": (10, INFO), "informational": (9, INFO),
+    # zap (DPanic is ERROR2 in Appendix B; logrus's panic is above fatal), java.util.logging, structlog
+    "dpanic": (18, ERROR), "panic": (21, FATAL),
+    "severe": (17, ERROR), "config": (7, DEBUG), "fine": (6, DEBUG), "finer": (5, DEBUG), "finest": (1, TRACE),
+    "exception": (17, ERROR),
+}  # fmt: skip
+PINO = {10: "trace", 20: "debug", 30: "info", 40: "warn", 50: "error", 60: "fatal"}  # pino / bunyan numbers
+# Go slog's names between levels: "ERROR+2", "DEBUG-4" (log/slog Level.String). OTel's slog bridge
+# (contrib bridges/otelslog) sends severity slog level + 9, so the offset adds to the base's number.
+SLOG_OFFSET = re.compile(r"([A-Za-z]+)([+-]\d{1,2})")
+
+
+class Severity(NamedTuple):
+    """A line's level: OTel's severity number (0: none), the text as written, Loki's level word
+    ("" when the line has no level: Loki then reads the line itself)."""
+
+    number: int
+    text: str
+    level: str
+
+
+NO_LEVEL = Severity(0, "", "")
 _UNIX_2001 = 978_307_200
 
 
 _PRIORITY: dict[tuple[str, ...], tuple[frozenset[str], dict[str, int]]] = {}
 _ZULU_SECONDS: dict[str, int] = {}  # "2026-11-30T12:00:00" → epoch seconds: lines share their second
-_LEVELS: dict[str, tuple[int, str]] = {}  # a level's text → (severity number, text)
+_SEEN: dict[str, Severity] = {}  # a level's text → its Severity
 _LAST: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}  # candidates → (key found last, keys before it)
 
 
@@ -173,34 +195,55 @@ def _digits(text: str) -> int | None:
     return epoch_ns(int(text))
 
 
-def severity(fields: dict[str, Any] | None) -> tuple[int, str]:
-    """(OTel severity number, the line's own level text); (0, "") when the line has no level."""
+def loki_level(number: int) -> str:
+    """Loki's word for an OTel severity number: its own ranges (field_detection.go
+    detectLogLevelFromLogEntry), unknown outside 1-24."""
+    if not 1 <= number <= 24:
+        return UNKNOWN
+    return (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)[(number - 1) // 4]
+
+
+def level_of(text: str) -> Severity:
+    """The severity a level's text stands for, in any case; a word no logger above writes gets
+    number 0 and Loki's ``unknown`` (Loki would keep the word itself as the level)."""
+    word = text.strip().lower()
+    if not word:  # an empty level is none: Loki reads the line
+        return Severity(0, text, "")
+    known = LEVELS.get(word)
+    if known is not None:
+        return Severity(known[0], text, known[1])
+    if word.isdigit() and int(word) in PINO:
+        return Severity(LEVELS[PINO[int(word)]][0], text, PINO[int(word)])
+    offset = SLOG_OFFSET.fullmatch(word)
+    if offset and offset.group(1) in LEVELS:
+        number = min(max(LEVELS[offset.group(1)][0] + int(offset.group(2)), 1), 24)
+        return Severity(number, text, loki_level(number))
+    return Severity(0, text, UNKNOWN)
+
+
+_NUMBERS = {n: level_of(str(n)) for n in PINO}
+
+
+def severity(fields: dict[str, Any] | None) -> Severity:
+    """The line's level (``Severity``); ``NO_LEVEL`` when it has none."""
     if not fields:
-        return 0, ""
+        return NO_LEVEL
     value = first(fields, LEVEL_KEYS)
     if isinstance(value, str):
-        known = _LEVELS.get(value)
+        known = _SEEN.get(value)
         if known is None:
-            number = SEVERITY.get(value.strip().lower())
-            if number is None and value[:4].lower() in SEVERITY:
-                number = SEVERITY[value[:4].lower()]
-            known = (number or 0, value)
-            if len(_LEVELS) < 10_000:  # level values are few; a flood of odd ones is not cached
-                _LEVELS[value] = known
+            known = level_of(value)
+            if len(_SEEN) < 10_000:  # level values are few; a flood of odd ones is not cached
+                _SEEN[value] = known
         return known
     if isinstance(value, int) and not isinstance(value, bool):
-        return PINO.get(value, 0), str(value)
+        return _NUMBERS.get(value) or level_of(str(value))  # pino / bunyan
     if "@mt" in fields or "@m" in fields:  # Serilog CLEF omits @l for Information
-        return 9, "Information"
+        return Severity(9, "Information", INFO)
     number = fields.get("severityNumber")  # an OTLP/JSON log record without severityText
     if isinstance(number, int) and not isinstance(number, bool) and 1 <= number <= 24:
-        return number, ""
-    return 0, ""
-
-
-def level_label(number: int) -> str:
-    """A low-cardinality level for a Loki label."""
-    return SHORT.get(number, "unknown") if number else "unknown"
+        return Severity(number, "", loki_level(number))
+    return NO_LEVEL
 
 
 def message(fields: dict[str, Any] | None) -> str | None:

@@ -24,11 +24,16 @@ EPILOG = textwrap.dedent("""\
     sinks (--to, repeatable; default stdout):
       stdout                         enriched JSON lines on standard output
       file:PATH                      enriched JSON lines appended to PATH
-      loki:URL                       Loki push API; trace_id/span_id as structured metadata
+      loki:URL                       Loki push API, streams as Loki's OTLP ingestion labels them:
+                                     service_name and the indexed resource attributes (such as
+                                     deployment.environment from OTEL_RESOURCE_ATTRIBUTES); the level,
+                                     trace_id and span_id as structured metadata (detected_level)
       otlp:URL                       OTLP/HTTP protobuf logs (the receiver, e.g. http://localhost:4318)
       Options of a sink go in the URL's query: otlp:http://host:4318?compression=gzip,
-      loki:http://host:3100?tenant_id=acme&job=gateway. Auth comes from the environment:
-      LOKI_USERNAME / LOKI_PASSWORD / LOKI_BEARER_TOKEN / LOKI_TENANT_ID, OTEL_EXPORTER_OTLP_HEADERS.
+      loki:http://host:3100?tenant_id=acme. Loki's push API takes no query of its own, so any other
+      key there is refused; static labels go under labels: in a --config file. Auth comes from the
+      environment: LOKI_USERNAME / LOKI_PASSWORD / LOKI_BEARER_TOKEN / LOKI_TENANT_ID,
+      OTEL_EXPORTER_OTLP_HEADERS.
 
     examples:
       obsbox bridge '/var/log/gateway/*.json' --to loki:http://localhost:3100 --to file:enriched.jsonl

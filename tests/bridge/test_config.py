@@ -121,7 +121,7 @@ def test_print_config_is_a_loadable_pipeline_equal_to_the_cli(tmp_path):
         "a.json",
         "logs/*.json",
         "--to",
-        "loki:http://h:3100?tenant_id=acme&x=1",
+        "loki:http://h:3100?tenant_id=acme&compression=none",
         "--to",
         "file:out.jsonl",
         "--to",
@@ -136,7 +136,7 @@ def test_print_config_is_a_loadable_pipeline_equal_to_the_cli(tmp_path):
     assert result.returncode == 0, result.stderr
     data = yaml.safe_load(result.stdout)
     assert data["sinks"] == {
-        "loki": {"tenant_id": "acme", "url": "http://h:3100?x=1"},
+        "loki": {"tenant_id": "acme", "compression": "none", "url": "http://h:3100"},
         "file": {"path": "out.jsonl"},
         "file/2": {"path": "copy.jsonl"},
     }

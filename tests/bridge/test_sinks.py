@@ -77,7 +77,7 @@ def test_otlp_logs_decode_field_by_field(receiver, tmp_path):
     assert (first.severity_number, first.severity_text) == (13, "Warning")
     assert first.body.string_value == LINES[0].decode()
     attrs = {kv.key: kv.value.string_value for kv in first.attributes}
-    assert attrs == {"log.file.path": "/var/log/app.json", "log.file.name": "app.json"}
+    assert attrs == {"log.file.path": "/var/log/app.json", "log.file.name": "app.json", "detected_level": "warn"}
     assert second.time_unix_nano == 1796040000_500000000 and second.severity_number == 17
     assert second.trace_id.hex() == recs[1].trace_id and len(second.span_id) == 8
     assert {kv.key: kv.value.string_value for kv in text.attributes}["obsbox.parse_error"] == "invalid_json"
@@ -180,6 +180,7 @@ def test_loki_push_decodes_with_structured_metadata_and_few_labels(receiver, tmp
         "span_id": S16,
         "severity_text": "Warning",
         "severity_number": "13",
+        "detected_level": "warn",
         "log_file_path": "/var/log/app.json",
         "log_file_name": "app.json",
     }
@@ -188,6 +189,17 @@ def test_loki_push_decodes_with_structured_metadata_and_few_labels(receiver, tmp
     assert text.metadata["obsbox_parse_error"] == "invalid_json" and "severity_text" not in text.metadata
     assert by_line['{"broken utf8": "\ufffd\ufffd"}'].metadata["obsbox_parse_error"] == "invalid_utf8"
     assert all("trace_id" not in e.labels for e in receiver.loki)
+
+
+def test_loki_labels_the_resource_loki_indexes_as_the_otlp_sink_sends_it(monkeypatch):
+    """OTEL_RESOURCE_ATTRIBUTES and ``resource``, as the otlp sink takes them: what Loki's OTLP
+    ingestion indexes becomes a label, the rest structured metadata, so both land alike."""
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,service.version=1.2")
+    config = LokiConfig(url="http://l:3100", compression="none", resource={"k8s.namespace.name": "ns"})
+    ((body, _, _),) = list(LokiSink(config, context()).requests(traced(LINES[0])))
+    (stream,) = orjson.loads(body)["streams"]
+    assert stream["stream"] == {"service_name": "gateway", "deployment_environment": "prod", "k8s_namespace_name": "ns"}
+    assert stream["values"][0][2]["service_version"] == "1.2"
 
 
 def test_loki_splits_large_batches_into_requests(receiver, tmp_path):

@@ -69,6 +69,11 @@ CLI_CASES = {
     "empty service name": (["--service-name", " "], ["--service-name", "must not be empty"]),
     "empty metrics host": (["--metrics-host", "", "--metrics-port", "0"], ["--metrics-host", "must not be empty"]),
     "sink timeout of 0": (["--to", "otlp:http://h:4318?timeout=0"], ["--to", "timeout: must be more than 0"]),
+    # Promtail's habit: Loki's push API ignores a query, so a label there would silently do nothing
+    "loki URL with a label as its query": (
+        ["--to", "loki:http://h:3100?tenant_id=a&job=gateway"],
+        ["--to 'loki:http://h:3100?tenant_id=a&job=gateway': url:", "'job=gateway'", "labels:"],
+    ),
 }
 
 
@@ -138,6 +143,7 @@ YAML_CASES = {
     "endpoint otlp:": (lambda d: with_otlp(d, endpoint="otlp:notaurl"), "sinks.otlp.endpoint", "not an http(s) URL"),
     "port not a number": (lambda d: with_loki(d, "http://loki:abc"), "sinks.loki.url", "port must be a number"),
     "unclosed IPv6": (lambda d: with_loki(d, "http://[::1"), "sinks.loki.url", "Invalid IPv6 URL"),
+    "loki URL with a query": (lambda d: with_loki(d, "http://loki:3100?job=x"), "sinks.loki.url", "'job=x'"),
     "negative sink timeout": (lambda d: with_otlp(d, timeout=-1), "sinks.otlp.timeout", "must be more than 0"),
     "negative scan interval": (
         lambda d: d["sources"]["tail"].update(scan_interval=-1),

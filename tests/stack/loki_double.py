@@ -9,12 +9,14 @@ Read from Loki v3.7's source, not its docs:
   severity_number and severity_text, trace_id, span_id and flags go into structured metadata; the
   severity is never a label unless ``severity_text_as_label`` is set.
 - pkg/distributor/field_detection.go and pkg/util/constants/levels.go: with discover_log_levels (on
-  by default) and structured metadata allowed, ``detected_level`` is added as structured metadata,
-  from a level-named label or structured-metadata entry (DefaultAllowedLevelFields), else from
-  severity_number, normalised to trace, debug, info, warn, error, critical or fatal.
+  by default) and structured metadata allowed, ``detected_level`` is added as structured metadata.
+  One sent with the entry wins, normalised (``normalizeLogLevel``: a word it knows becomes trace,
+  debug, info, warn, error, critical or fatal; any other word is kept as written); else a
+  level-named label, then structured-metadata entry (DefaultAllowedLevelFields, ``severity_text``
+  among them), normalised the same way; else severity_number by OTel's ranges; else the line: its
+  JSON (string values, two levels deep) or logfmt level field, else a level word in its text.
 - pkg/loghttp/push/push.go (POST /loki/api/v1/push, JSON): the stream's labels are taken as sent;
-  structured metadata is the third element of a value. Level detection then runs the same way, and
-  falls back to the line's own JSON level field.
+  structured metadata is the third element of a value. Level detection then runs the same way.
 - pkg/distributor/validator.go ValidateEntry, in this order: an entry older than
   now - reject_old_samples_max_age, newer than now + creation_grace_period, longer than
   max_line_size, or with structured metadata while allow_structured_metadata is off is refused by the
@@ -82,6 +84,15 @@ LEVELS = {
     "information": "info", "warn": "warn", "wrn": "warn", "warning": "warn", "error": "error",
     "err": "error", "critical": "critical", "fatal": "fatal",
 }  # fmt: skip
+# detectLevelFromLogLine's words, in its order, and its word boundaries
+LEVEL_WORDS = (
+    ("trace", "trace"), ("debug", "debug"), ("fatal", "fatal"), ("critical", "critical"), ("error", "error"),
+    ("err", "error"), ("warning", "warn"), ("warn", "warn"), ("info", "info"),
+)  # fmt: skip
+LEFT_BOUNDARY = ' \t\n[({"='
+RIGHT_BOUNDARY = ' \t\n[](){}:,!"='
+JSON_MAX_DEPTH = 2  # validation.log-level-from-json-max-depth
+LOGFMT_PAIR = re.compile(r'([^\s=]+)=("(?:[^"\\]|\\.)*"|\S*)')
 UNKNOWN_SERVICE = "unknown_service"
 # OTLPError sets its Content-Type after WriteHeader, too late for Go's net/http: Loki 3.7.6 sent the
 # sniffed type of the Status's bytes
@@ -149,15 +160,78 @@ def as_string(value: AnyValue) -> str:
 
 
 def normalise_level(value: str) -> str:
+    """normalizeLogLevel: Loki's word for a word it knows (any case), else the value as it is."""
     return LEVELS.get(value.lower(), value)
 
 
-def level_from_severity_number(number: int) -> str:
-    """field_detection.go detectLogLevelFromLogEntry: the OTel severity-number ranges."""
-    for ceiling, level in ((0, "unknown"), (4, "trace"), (8, "debug"), (12, "info"), (16, "warn"), (20, "error")):
+def level_from_severity_number(text: str) -> str:
+    """detectLogLevelFromLogEntry: the OTel severity-number ranges; text Atoi refuses reads as info."""
+    if not re.fullmatch(r"[+-]?\d+", text):
+        return "info"
+    number = int(text)
+    if number == 0:
+        return "unknown"
+    for ceiling, level in ((4, "trace"), (8, "debug"), (12, "info"), (16, "warn"), (20, "error"), (24, "fatal")):
         if number <= ceiling:
             return level
-    return "fatal" if number <= 24 else "critical"
+    return "unknown"
+
+
+def json_level(fields: dict, depth: int = 0) -> str | None:
+    """getLevelUsingJSONParser: the first string value under a level-named key, in document order,
+    looking into nested objects down to log_level_from_json_max_depth (2)."""
+    if depth >= JSON_MAX_DEPTH:
+        return None
+    for key, value in fields.items():
+        if isinstance(value, str) and key in LEVEL_FIELDS:
+            return value
+        if isinstance(value, dict):
+            found = json_level(value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def logfmt_level(line: str) -> str | None:
+    """getValueUsingLogfmtParser: the value of the first of LEVEL_FIELDS (case-insensitive keys)."""
+    found: dict[int, str] = {}
+    for key, value in LOGFMT_PAIR.findall(line):
+        rank = next((i for i, name in enumerate(LEVEL_FIELDS) if name.lower() == key.lower()), None)
+        if rank is not None and rank not in found:
+            found[rank] = value[1:-1] if value.startswith('"') else value
+    return found[min(found)] if found else None
+
+
+def level_in_text(line: str) -> str:
+    """detectLevelFromLogLine: the level word found first in the line, as a whole word."""
+    lower, best, where = line.lower(), "unknown", len(line)
+    for word, level in LEVEL_WORDS:
+        for match in re.finditer(re.escape(word), lower):
+            at, end = match.start(), match.end()
+            left = at == 0 or lower[at - 1] in LEFT_BOUNDARY
+            right = end >= len(lower) or lower[end] in RIGHT_BOUNDARY
+            if left and right:
+                if at < where:
+                    where, best = at, level
+                break
+    return best
+
+
+def line_level(line: str) -> str:
+    """extractLogLevelFromLogLine: the line's JSON or logfmt level field, else a word in its text."""
+    stripped = line.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            fields = json.loads(line)
+        except ValueError:
+            fields = None
+        value = json_level(fields) if isinstance(fields, dict) else None
+    elif "=" in line:
+        value = logfmt_level(line)
+    else:
+        return level_in_text(line)
+    known = LEVELS.get((value or "").lower())
+    return known or level_in_text(line)
 
 
 class LokiOTLP:
@@ -214,7 +288,7 @@ class LokiOTLP:
                 timestamp, line, *rest = value
                 metadata = dict(rest[0]) if rest else {}
                 if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
-                    metadata.setdefault("detected_level", self._level(labels, metadata, line))
+                    metadata["detected_level"] = self._level(labels, metadata, line)
                 self._admit(result, stream, Entry(int(timestamp), line, metadata), now_ns)
         return result
 
@@ -232,23 +306,21 @@ class LokiOTLP:
             metadata["span_id"] = record.span_id.hex()
         timestamp = record.time_unix_nano or record.observed_time_unix_nano
         if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
-            metadata.setdefault("detected_level", self._level(labels, metadata, as_string(record.body)))
+            metadata["detected_level"] = self._level(labels, metadata, as_string(record.body))
         return Entry(timestamp, as_string(record.body), metadata)
 
     @staticmethod
     def _level(labels: dict[str, str], metadata: dict[str, str], line: str) -> str:
+        """extractLogLevel, in its order."""
+        if "detected_level" in metadata:
+            return normalise_level(metadata["detected_level"])
         for source in (labels, metadata):
             for name in LEVEL_FIELDS:
                 if name in source:
                     return normalise_level(source[name])
-        if "severity_number" in metadata:
-            return level_from_severity_number(int(metadata["severity_number"]))
-        try:
-            fields = json.loads(line)
-        except ValueError:
-            return "unknown"
-        found = [fields[name] for name in LEVEL_FIELDS if isinstance(fields, dict) and name in fields]
-        return normalise_level(str(found[0])) if found else "unknown"
+        if metadata.get("severity_number"):
+            return level_from_severity_number(metadata["severity_number"])
+        return line_level(line)
 
     def _validation(self, stream: Stream, entry: Entry, now_ns: int) -> tuple[str, str] | None:
         """validator.go ValidateEntry: (the discard reason, the error text), or None."""

@@ -13,7 +13,7 @@ import re
 import socket
 import ssl
 from dataclasses import dataclass
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from obsbox.config import FieldError
 from obsbox.exporters.bridge.retry import Attempt, parse_retry_after
@@ -121,6 +121,16 @@ def auth_headers(username: str | None, password: str | None, bearer: str | None)
 
 def env(name: str | None) -> str | None:
     return os.environ.get(name) if name else None
+
+
+def env_pairs(name: str) -> dict[str, str]:
+    """``OTEL_EXPORTER_OTLP_HEADERS`` / ``OTEL_RESOURCE_ATTRIBUTES`` style: ``k=v,k2=v2``, URL-encoded."""
+    pairs = {}
+    for item in os.environ.get(name, "").split(","):
+        key, sep, value = item.partition("=")
+        if sep and key.strip():
+            pairs[unquote(key.strip())] = unquote(value.strip())
+    return pairs
 
 
 def compress(body: bytes, compression: str, headers: dict[str, str]) -> bytes:

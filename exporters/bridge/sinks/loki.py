@@ -2,14 +2,16 @@
 
 Streams are labelled as Loki's own OTLP ingestion labels them, so lines pushed here and lines sent
 over OTLP land in the same streams and answer the same queries: ``service_name`` and the resource
-attributes on Loki's default index list (``k8s_namespace_name``, ``k8s_pod_name``, ...), plus static
-labels from the config; never the level, never an ID. Structured metadata (Loki 3, schema v13)
-carries what OTLP ingestion stores there: ``trace_id``, ``span_id``, ``severity_text`` (the level as
-written), ``severity_number``, ``log_file_path``, ``log_file_name``, the record's attributes and the
-file's other resource attributes; Loki derives ``detected_level`` from ``severity_text``, as on the
-OTLP path. ``job``, ``level`` and ``filename`` can still be made labels with ``dynamic_labels``.
-The line sent is the original (redacted) line, so ``| json`` in LogQL sees the fields exactly as the
-service wrote them.
+attributes on Loki's default index list (``deployment_environment``, ``k8s_namespace_name``, ...),
+from the file (Kubernetes), the ``resource`` config and ``OTEL_RESOURCE_ATTRIBUTES`` as the ``otlp``
+sink takes them, plus static ``labels`` from the config; never the level, never an ID. Structured
+metadata (Loki 3, schema v13) carries what OTLP ingestion stores there: ``trace_id``, ``span_id``,
+``severity_text`` (the level as written), ``severity_number``, ``log_file_path``,
+``log_file_name``, the record's attributes and the other resource attributes; and
+``detected_level``, the level in Loki's words (``logfields.LEVELS``), which Loki keeps rather than
+reading ``severity_text`` as it is (pino's ``50`` would stay ``50``). ``level`` and ``filename`` can
+still be made labels with ``dynamic_labels``. The line sent is the original (redacted) line, so
+``| json`` in LogQL sees the fields exactly as the service wrote them.
 
 Why not python-logging-loki: it is a ``logging.Handler`` that sends one blocking request per
 record, with no batching, no structured metadata, no gzip and no retry policy. The bridge needs all
@@ -25,18 +27,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import orjson
 
 from obsbox import conventions, logfields
+from obsbox.config import FieldError
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
-from obsbox.exporters.bridge.sinks.http import auth_headers, check_endpoint, compress, env
+from obsbox.exporters.bridge.sinks.http import auth_headers, check_endpoint, compress, env, env_pairs
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 PUSH_PATH = "/loki/api/v1/push"
 INDEXED = frozenset(conventions.LOKI_INDEX_ATTRIBUTES)
-DynamicLabel = Literal["service_name", "job", "level", "filename"]
+DynamicLabel = Literal["service_name", "level", "filename"]
 DYNAMIC: tuple[DynamicLabel, ...] = ("service_name",)
 # what a stream's labels depend on: service, level, file path, the file's resource attributes
 LabelKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
@@ -48,7 +52,7 @@ class LokiConfig:
     labels: dict[str, str] = field(default_factory=dict)
     dynamic_labels: list[DynamicLabel] = field(default_factory=lambda: list(DYNAMIC))
     service_name: str | None = None
-    job: str = "obsbox"
+    resource: dict[str, str] = field(default_factory=dict)
     structured_metadata: list[str] = field(default_factory=list)
     tenant_id: str | None = None
     username: str | None = None
@@ -62,6 +66,13 @@ class LokiConfig:
 
     def __post_init__(self) -> None:
         check_endpoint(self.url, self.timeout, "url", "http://localhost:3100")
+        query = urlsplit(self.url).query
+        if query:  # Loki reads no query on a push (v3.7.6 pkg/loghttp/push, pkg/distributor/http.go)
+            raise FieldError(
+                "url",
+                f"Loki's push API takes no query, so {query!r} would do nothing: the sink's options (such as "
+                "tenant_id) are its own keys, and static labels go under labels: in a --config file",
+            )
         bad = [k for k in self.labels if not k.replace("_", "a").isalnum() or k[0].isdigit()]
         if bad:
             raise ValueError(f"invalid Loki label names {bad}: use letters, digits and '_'")
@@ -87,6 +98,11 @@ class LokiSink(NetworkSink):
             )
         )
         self.dynamic = set(config.dynamic_labels)
+        # the resource the otlp sink would send (OtlpHttpSink): OTEL_RESOURCE_ATTRIBUTES, then the config
+        resource = {**env_pairs("OTEL_RESOURCE_ATTRIBUTES"), **config.resource}
+        self.default_service = config.service_name or resource.pop("service.name", None) or env("OTEL_SERVICE_NAME")
+        self.resource = tuple(resource.items())
+        self.resource_metadata = {k.replace(".", "_"): v for k, v in self.resource if k not in INDEXED}
         self.label_sets: dict[LabelKey, tuple[tuple[str, str], ...]] = {}
 
     def target_url(self) -> str:
@@ -96,8 +112,8 @@ class LokiSink(NetworkSink):
     def labels(self, rec: Record) -> tuple[tuple[str, str], ...]:
         fields = rec.fields
         resource = rec.origin.resource
-        service = self.config.service_name or rec.service() or "unknown_service"
-        level = logfields.level_label(logfields.severity(fields)[0])
+        service = self.default_service or rec.service() or "unknown_service"
+        level = logfields.severity(fields).level or logfields.UNKNOWN
         key: LabelKey = (service, level, rec.origin.path, resource)
         labels = self.label_sets.get(key)
         if labels is None:  # few distinct sets: build and sort each once
@@ -109,21 +125,23 @@ class LokiSink(NetworkSink):
     def _label_set(
         self, service: str, level: str, path: str, resource: tuple[tuple[str, str], ...]
     ) -> tuple[tuple[str, str], ...]:
-        """Static labels, the file's resource attributes that Loki's OTLP ingestion indexes, and the
-        configured dynamic ones."""
+        """Static labels, the resource attributes that Loki's OTLP ingestion indexes (the file's, then
+        the configured ones, which win as in the otlp sink's resource), and the dynamic ones."""
         labels = dict(self.config.labels)
-        labels.update((name.replace(".", "_"), value) for name, value in resource if name in INDEXED)
-        dynamic = {"service_name": service, "job": self.config.job, "level": level, "filename": path}
+        labels.update((name.replace(".", "_"), value) for name, value in resource + self.resource if name in INDEXED)
+        dynamic = {"service_name": service, "level": level, "filename": path}
         labels.update((name, value) for name, value in dynamic.items() if name in self.dynamic)
         return tuple(sorted(labels.items()))
 
     def metadata(self, rec: Record) -> dict[str, str]:
         meta = {"trace_id": rec.trace_id or "", "span_id": rec.span_id or ""}
-        number, text = logfields.severity(rec.fields)  # as the OTLP sink sends them: Loki derives detected_level
+        number, text, level = logfields.severity(rec.fields)  # as the otlp sink sends them
         if text:
             meta["severity_text"] = text
         if number:
             meta["severity_number"] = str(number)
+        if level:  # kept by Loki (field_detection.go extractLogLevel): no level leaves Loki to read the line
+            meta["detected_level"] = level
         path = rec.origin.path
         meta["log_file_path"], meta["log_file_name"] = path, os.path.basename(path)
         if rec.parse_error:
@@ -135,6 +153,8 @@ class LokiSink(NetworkSink):
         for key, value in rec.origin.resource:  # what Loki's OTLP ingestion would not index either
             if key not in INDEXED:
                 meta[key.replace(".", "_")] = value
+        if self.resource_metadata:
+            meta.update(self.resource_metadata)
         fields = rec.fields
         if fields:
             for key in self.config.structured_metadata:

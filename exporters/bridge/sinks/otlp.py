@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote
 
 import orjson
 from google.protobuf.message import DecodeError
@@ -33,7 +32,7 @@ from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
-from obsbox.exporters.bridge.sinks.http import Response, check_endpoint, compress
+from obsbox.exporters.bridge.sinks.http import Response, check_endpoint, compress, env_pairs
 from obsbox.exporters.bridge.sinks.network import NetworkSink
 
 log = logging.getLogger(__name__)
@@ -61,16 +60,6 @@ class OtlpConfig:
 
     def __post_init__(self) -> None:
         check_endpoint(self.endpoint, self.timeout, "endpoint", "http://localhost:4318")
-
-
-def env_pairs(name: str) -> dict[str, str]:
-    """``OTEL_EXPORTER_OTLP_HEADERS`` / ``OTEL_RESOURCE_ATTRIBUTES`` style: ``k=v,k2=v2``, URL-encoded."""
-    pairs = {}
-    for item in os.environ.get(name, "").split(","):
-        key, sep, value = item.partition("=")
-        if sep and key.strip():
-            pairs[unquote(key.strip())] = unquote(value.strip())
-    return pairs
 
 
 def string_attr(key: str, value: str) -> KeyValue:
@@ -236,11 +225,11 @@ class OtlpSink(OtlpHttpSink):
     def __init__(self, config: OtlpConfig, context) -> None:
         super().__init__(config, context)
         self.file_attrs: dict[str, bytes] = {}
-        self.severities: dict[tuple[int, str], bytes] = {}
+        self.severities: dict[logfields.Severity, bytes] = {}
         self.scope = wire.scope(SCOPE_NAME, __version__)
         # key shape → the keys of its time, level and service
         self.shapes: dict[tuple[str, ...], tuple[str | None, str | None, str | None]] = {}
-        self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields
+        self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields and detected_level
 
     def _attributes(self, rec: Record) -> bytes:
         attrs = self.file_attrs.get(rec.origin.path)

@@ -9,7 +9,7 @@ opentelemetry/proto/logs/v1/logs.proto; the tests decode every request with the 
 
 from __future__ import annotations
 
-from obsbox.protowire import _VARINTS, _encode_varint, field, varint
+from obsbox.protowire import _VARINTS, _encode_varint, field, string_kv, varint
 
 # LogRecord field tags (field number << 3 | wire type)
 TIME = b"\x09"  # 1 time_unix_nano, fixed64
@@ -21,6 +21,7 @@ TRACE_ID = b"\x4a\x10"  # 9 trace_id, 16 bytes
 SPAN_ID = b"\x52\x08"  # 10 span_id, 8 bytes
 OBSERVED = b"\x59"  # 11 observed_time_unix_nano, fixed64
 LOG_RECORD = 0x12  # ScopeLogs.log_records (2)
+DETECTED_LEVEL = "detected_level"  # Loki's name (pkg/util/constants/levels.go LevelLabel)
 
 
 def log_record(  # noqa: PLR0917 - called once per line, where keyword arguments cost more
@@ -35,7 +36,8 @@ def log_record(  # noqa: PLR0917 - called once per line, where keyword arguments
     """One LogRecord, wrapped as a ScopeLogs.log_records field. Positional: it runs once per line.
 
     ``observed`` is the pre-encoded observed-time field, ``severity`` the pre-encoded number and
-    text fields, ``attributes`` the pre-encoded attribute fields, ``body`` the UTF-8 line.
+    text fields and the ``detected_level`` attribute (``severity_fields``), ``attributes`` the
+    pre-encoded attribute fields, ``body`` the UTF-8 line.
     """
     size = len(body)
     inner = b"\x0a" + (_VARINTS[size] if size < 16384 else _encode_varint(size)) + body
@@ -62,9 +64,14 @@ def attribute(kv: bytes) -> bytes:
     return field(ATTRIBUTE, kv)
 
 
-def severity_fields(number: int, text: str) -> bytes:
-    return (SEVERITY_NUMBER + varint(number) if number else b"") + (
-        field(SEVERITY_TEXT, text.encode()) if text else b""
+def severity_fields(number: int, text: str, level: str) -> bytes:
+    """severity_number, severity_text and the attribute ``detected_level`` (the level in Loki's words,
+    which Loki keeps: without it, it reads severity_text as written). A repeated field's items may
+    sit anywhere in a message (the protobuf encoding guide), so this attribute leads the others."""
+    return (
+        (SEVERITY_NUMBER + varint(number) if number else b"")
+        + (field(SEVERITY_TEXT, text.encode()) if text else b"")
+        + (attribute(string_kv(DETECTED_LEVEL, level)) if level else b"")
     )
 
 
