@@ -86,25 +86,32 @@ def apply_statements(attrs: dict[str, AnyValue], groups: list, env: Mapping[str,
             attrs.setdefault(found.group(1), AnyValue(string_value=found.group(2)))
 
 
+def apply_to_resource(
+    attrs: dict[str, AnyValue], otelcol: dict, env: Mapping[str, str], pipeline: str, signal: str
+) -> None:
+    """A resource's attributes after the processors of ``service.pipelines.<pipeline>``, in their
+    order; ``signal`` (log, trace, metric) picks a transform's ``<signal>_statements``."""
+    for name in otelcol["service"]["pipelines"][pipeline]["processors"]:
+        kind, config = name.split("/")[0], otelcol["processors"][name]
+        if kind == "resource":
+            apply_attributes(attrs, config["attributes"], env)
+        elif kind == "transform":
+            apply_statements(attrs, config.get(f"{signal}_statements", []), env)
+        elif kind not in PASS_THROUGH:
+            raise NotImplementedError(f"processor {name!r}: teach tests/stack/collector_processors.py")
+
+
 def apply_logs_pipeline(
     request: ExportLogsServiceRequest, otelcol: dict, env: Mapping[str, str], pipeline: str = "logs"
 ) -> ExportLogsServiceRequest:
     """``request`` after the processors of ``service.pipelines.<pipeline>``, in their order."""
     out = ExportLogsServiceRequest()
     out.CopyFrom(request)
-    names = otelcol["service"]["pipelines"][pipeline]["processors"]
     for resource_logs in out.resource_logs:
         attrs = {kv.key: AnyValue() for kv in resource_logs.resource.attributes}
         for kv in resource_logs.resource.attributes:
             attrs[kv.key].CopyFrom(kv.value)
-        for name in names:
-            kind, config = name.split("/")[0], otelcol["processors"][name]
-            if kind == "resource":
-                apply_attributes(attrs, config["attributes"], env)
-            elif kind == "transform":
-                apply_statements(attrs, config.get("log_statements", []), env)
-            elif kind not in PASS_THROUGH:
-                raise NotImplementedError(f"processor {name!r}: teach tests/stack/collector_processors.py")
+        apply_to_resource(attrs, otelcol, env, pipeline, "log")
         del resource_logs.resource.attributes[:]
         resource_logs.resource.attributes.extend(KeyValue(key=k, value=v) for k, v in attrs.items())
     return out

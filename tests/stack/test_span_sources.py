@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tests.stack.collector_processors import apply_to_resource
 from tests.stack.conftest import COMPOSE_DIR, load_yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,17 +38,13 @@ def traces_to_metrics() -> dict:
     return tempo["jsonData"]["tracesToMetrics"]
 
 
-def collector_resource(config: dict, resource: dict[str, str], signal: str = "traces") -> dict[str, str]:
-    """A resource after the ``resource`` processors of the config's pipeline for that signal
-    (contrib internal/coreinternal/attraction: insert adds a missing key, upsert sets it always)."""
-    resource = dict(resource)
-    for name in config["service"]["pipelines"][signal]["processors"]:
-        if name.split("/")[0] != "resource":
-            continue
-        for action in config["processors"][name]["attributes"]:
-            if action["action"] == "upsert" or (action["action"] == "insert" and action["key"] not in resource):
-                resource[action["key"]] = str(action["value"])
-    return resource
+def collector_resource(config: dict, resource: dict[str, str], pipeline: str = "traces") -> dict[str, str]:
+    """A resource after the processors of the config's pipeline (tests/stack/collector_processors.py),
+    with the collector's environment empty: every ${env:VAR:-default} takes its default."""
+    attrs = {key: AnyValue(string_value=value) for key, value in resource.items()}
+    signal = {"traces": "trace", "metrics": "metric", "logs": "log"}[pipeline]
+    apply_to_resource(attrs, config, {}, pipeline, signal)
+    return {key: value.string_value for key, value in attrs.items()}
 
 
 def grafana_tags(tags: list[dict], attributes: dict[str, str]) -> str:
