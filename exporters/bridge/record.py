@@ -20,6 +20,8 @@ from typing import Any, Generic, TypeVar
 from obsbox.logfields import iso_ns, timestamp_ns
 from obsbox.logfields import service as service_name
 
+Clock = tuple[tuple[int, int], ...]
+"""A file generation's clock anchors, (byte offset, Unix ns), oldest first (see :meth:`Origin.read_ns`)."""
 Checkpoint = Mapping[Any, Any]
 """What a source saves once a batch is acknowledged; later entries supersede earlier ones per key."""
 C = TypeVar("C", bound=Checkpoint)
@@ -31,11 +33,27 @@ class Origin:
 
     ``key`` is a digest of the file's fingerprint (its first line), which survives renames and
     copies; with the line's byte offset it gives every line a stable identity across runs.
+    ``clock`` holds the anchors the tail source keeps with the file's saved position; a line's read
+    time follows from them and its offset alone, so it is the same in every process and every run.
     """
 
     path: str
     key: bytes
     resource: tuple[tuple[str, str], ...] = ()  # resource attributes its path names (Kubernetes)
+    clock: Clock = ()
+
+    def read_ns(self, offset: int) -> int | None:
+        """When the line at byte ``offset`` was first read: ``T + (offset - A)`` ns from the newest
+        anchor (A, T) with A <= offset (the oldest when none is). One nanosecond a byte keeps the
+        lines of a file in order and each at a time of its own. None without anchors."""
+        clock = self.clock
+        if not clock:
+            return None
+        for at, ns in reversed(clock):
+            if at <= offset:
+                return ns + offset - at
+        at, ns = clock[0]
+        return ns + offset - at
 
 
 class Record:
@@ -105,6 +123,11 @@ class Record:
             runtime = self.attributes.get("obsbox.runtime_time")
             return iso_ns(runtime) if runtime else None
         return own
+
+    def read_ns(self) -> int | None:
+        """When the line was first read, the same on every replay (see ``Origin.read_ns``): the time
+        sinks give a line that has none of its own. None when its source keeps no clock."""
+        return self.origin.read_ns(self.offset)
 
     def text(self) -> str:
         """The original line as text for sinks whose wire format needs Unicode (Loki, OTLP).

@@ -22,6 +22,12 @@ Read from Loki v3.7's source, not its docs:
   max_line_size, or with structured metadata while allow_structured_metadata is off is refused by the
   distributor; pkg/ingester/stream.go: one older than its stream's newest entry - max_chunk_age / 2 by
   the ingester. The texts are pkg/validation/validate.go's and pkg/chunkenc/interface.go's.
+- Duplicates: an entry with the same timestamp, line and structured metadata as one its stream
+  already holds is dropped without an error (pkg/chunkenc/unordered.go unorderedHeadBlock.Append,
+  pkg/ingester/stream.go validateEntries' lastLine check); a copy differing in any of them is
+  stored. Over OTLP, an entry with both time_unix_nano and observed_time_unix_nano set keeps the
+  latter as ``observed_timestamp`` structured metadata (pkg/loghttp/push/otlp.go), so the copies of
+  a line must carry the same observed time to be dropped.
 - The answer (``LokiServer``): pkg/util/errors.go GroupedErrors joins the distributor's distinct
   texts with "; " in a Go map's random order, each as "N errors like: ..." when there is more than
   one text or it occurred more than once; pkg/ingester/stream.go errorForFailedEntries lists at most
@@ -126,6 +132,7 @@ Stream = tuple[tuple[str, str], ...]
 @dataclass
 class Result:
     accepted: dict[Stream, list[Entry]] = field(default_factory=dict)
+    duplicates: list[tuple[Stream, Entry]] = field(default_factory=list)  # dropped: their stream held them
     rejected: list[tuple[Entry, str]] = field(default_factory=list)  # (entry, Loki's reason label)
     validation_errors: list[str] = field(default_factory=list)  # the distributor's texts, in entry order
     # per stream that reached the ingester, in request order: (entries it got, what it refused)
@@ -241,6 +248,7 @@ class LokiOTLP:
         self.limits = limits or Limits()
         self.index_labels = index_labels
         self.newest: dict[tuple[tuple[str, str], ...], int] = {}
+        self.held: set[tuple[Stream, int, str, frozenset[tuple[str, str]]]] = set()  # what duplicates are
 
     def push(self, request: ExportLogsServiceRequest, now_ns: int) -> Result:
         result = Result()
@@ -275,6 +283,11 @@ class LokiOTLP:
             result.rejected.append((entry, "entry too far behind"))
             failed.append((entry, too_far_behind(entry.timestamp_ns, cutoff)))
             return
+        key = (stream, entry.timestamp_ns, entry.line, frozenset(entry.structured_metadata.items()))
+        if key in self.held:
+            result.duplicates.append((stream, entry))
+            return
+        self.held.add(key)
         result.accepted.setdefault(stream, []).append(entry)
         self.newest[stream] = max(self.newest.get(stream, 0), entry.timestamp_ns)
 
@@ -305,6 +318,8 @@ class LokiOTLP:
         if record.span_id:
             metadata["span_id"] = record.span_id.hex()
         timestamp = record.time_unix_nano or record.observed_time_unix_nano
+        if record.time_unix_nano and record.observed_time_unix_nano:
+            metadata["observed_timestamp"] = str(record.observed_time_unix_nano)
         if self.limits.allow_structured_metadata and self.limits.discover_log_levels:
             metadata["detected_level"] = self._level(labels, metadata, as_string(record.body))
         return Entry(timestamp, as_string(record.body), metadata)
@@ -427,6 +442,7 @@ class LokiServer:
         self.loki = LokiOTLP(limits)
         self.order = random.Random(seed)
         self.stored: list[tuple[Stream, Entry]] = []
+        self.duplicates: list[tuple[Stream, Entry]] = []  # pushed again, dropped as Loki drops them
         self.answers: list[tuple[int, str]] = []
         self.lock = threading.Lock()
         self.server, self.url = serve(self.answer)
@@ -448,6 +464,7 @@ class LokiServer:
             else:
                 result = self.loki.push_json(json.loads(body), now)
             self.stored += [(stream, entry) for stream, entries in result.accepted.items() for entry in entries]
+            self.duplicates += result.duplicates
             answer = result.answer(self.loki.limits, self.order)
             self.answers.append(answer)
             return answer

@@ -169,7 +169,7 @@ class LokiSink(NetworkSink):
         chunk: list[Record] = []
         size = 0
         for rec in records:
-            ts = rec.time_ns() or now
+            ts = rec.time_ns() or rec.read_ns() or now  # read_ns: the same on a replay, so Loki drops the copy
             streams.setdefault(self.labels(rec), []).append([str(ts), rec.text(), self.metadata(rec)])
             chunk.append(rec)
             size += len(rec.raw) + 200

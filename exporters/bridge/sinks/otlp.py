@@ -66,6 +66,16 @@ def string_attr(key: str, value: str) -> KeyValue:
     return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
+def untimed(rec: Record, observed: bytes) -> bytes:
+    """The observed-time field of a line without a time of its own: when it was first read
+    (``Record.read_ns``), else ``observed`` (the batch's time). Its time_unix_nano stays 0, which
+    Loki's OTLP ingestion replaces with the observed time and then stores no ``observed_timestamp``
+    (pkg/loghttp/push/otlp.go at v3.7.6, timestampFromLogRecord): the entry gets the timestamp the
+    Loki sink pushes for that line, and a replay after a crash the same one, which Loki drops."""
+    read = rec.read_ns()
+    return wire.observed_field(read) if read else observed
+
+
 def _parsed(records: Sequence[Record]) -> list[Record]:
     """Give back what a worker process did to records it encoded: the IDs, redaction, parse errors
     (``complete``) and the parsed fields, which stayed there."""
@@ -318,7 +328,10 @@ class OtlpSink(OtlpHttpSink):
             attrs = file_attrs.get(rec.origin.path)
             if attrs is None or rec.parse_error or rec.truncated or rec.attributes:
                 attrs = self._attributes(rec)
-            item = log_record(ts or 0, observed, severity, body, attrs, rec.trace_id, rec.span_id)
+            if ts:
+                item = log_record(ts, observed, severity, body, attrs, rec.trace_id, rec.span_id)
+            else:  # no time of its own: observed when first read, the same on a replay (see ``untimed``)
+                item = log_record(0, untimed(rec, observed), severity, body, attrs, rec.trace_id, rec.span_id)
             key = (service, rec.origin.resource)
             group = by_service.get(key)
             if group is None:

@@ -105,7 +105,7 @@ def _ingester_counts(message: str, total: re.Match[str], sent: int) -> Counter[K
 
 
 def _keys(rec: Record) -> set[Key]:
-    ts = rec.time_ns()
+    ts = rec.time_ns() or rec.read_ns()  # the time both sinks give Loki for the line
     keys: set[Key] = {("length", len(rec.text().encode()))}
     if ts is not None:
         keys |= {("second", ts // _SECOND * _SECOND), ("ns", ts)}

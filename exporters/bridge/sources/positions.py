@@ -6,6 +6,9 @@ torn file. A commit that changes nothing (the same files at the same offsets) wr
 fsyncs are the cost of a save, and an idle or slow file must not pay them once per batch.
 Entries are keyed by file identity (device, inode and fingerprint digest), not by name, so a
 renamed file keeps its offset and a reused inode with new content does not inherit one.
+Each entry also keeps its file's clock anchors (``clock``: [[offset, Unix ns], ...], see
+``reader.FileReader.advance_clock``), from which a line without a time of its own gets the same
+time on every replay; a file saved without them (an older version) starts a new clock.
 The file is created for its owner only (0600). What is loaded is checked entry by entry: a file
 edited by hand into another shape stops the bridge with one line saying which entry is wrong,
 never a traceback halfway through a run.
@@ -23,11 +26,12 @@ import orjson
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge.append import append_whole
 from obsbox.exporters.bridge.modes import PRIVATE_FILE, private_dir
+from obsbox.exporters.bridge.record import Clock
 
 VERSION = 1
 FIX = "move it aside to start from the beginning of every file"
 FIELDS = {"path": str, "dev": int, "ino": int, "fingerprint": str, "offset": int}
-OPTIONAL = {"fingerprint_bytes": int}  # positions saved by an older version have none
+OPTIONAL = {"fingerprint_bytes": int, "clock": list}  # positions saved by an older version have none
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +42,20 @@ class Position:
     fingerprint: str  # hex digest of the file's first ``fingerprint_bytes`` bytes (see fingerprint.py)
     offset: int
     fingerprint_bytes: int = 0  # how many bytes ``fingerprint`` covers; 0 (saved before): the first line
+    clock: Clock = ()  # (offset, Unix ns) anchors of its lines' read times; () (saved before): a new clock
 
 
 def temporary(path: Path) -> Path:
     """Where the next positions are written before they are renamed over ``path``."""
     return path.with_name(f".{path.name}.tmp")
+
+
+def _anchor(pair: object) -> bool:
+    return (
+        isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in pair)
+    )
 
 
 class PositionsError(ConfigError):
@@ -82,9 +95,12 @@ class PositionsFile:
                 continue
             value = entry[key]
             if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
-                wanted = "a whole number of at least 0" if kind is int else "a string"
+                wanted = {int: "a whole number of at least 0", str: "a string", list: "a list"}[kind]
                 raise self._error(f"{where}: {key} is {value!r}, not {wanted}")
-        return Position(**entry)
+        clock = entry.get("clock", [])
+        if not all(_anchor(pair) for pair in clock):
+            raise self._error(f"{where}: clock is {clock!r}, not a list of [offset, nanoseconds] pairs")
+        return Position(**{**entry, "clock": tuple(tuple(pair) for pair in clock)})
 
     def _error(self, problem: str) -> PositionsError:
         return PositionsError(f"positions file {self.path} {problem}; {FIX}")

@@ -15,6 +15,18 @@ runtime entries to unwrap. Offsets:
 - ``emitted``: the end of the last line handed out;
 - ``acked``: the end of the last line every sink acknowledged (set by the tracker on commit).
 
+Its ``clock`` gives a line without a time of its own the time it was first read, the same on every
+replay: a few anchors (offset A, Unix ns T), kept with the saved position; the line at byte X reads
+``T + (X - A)`` from the newest anchor with A <= X (``Origin.read_ns``). Every save of the position
+P keeps the anchors that still cover bytes from P on and adds one at the first line not handed out
+yet (``advance_clock``), so lines read later use an anchor already saved, and lines in flight keep
+theirs. A file that was idle (every line acknowledged) for more than ``CLOCK_STALE`` seconds, or new
+to this run, starts a new anchor when it grows (``unsaved``: the tail source saves it before the
+lines go out), unless its first new line has its own time. Lines that were there at a restart keep
+the saved anchors: the previous run may have shipped them, unless it was quiet at its last save
+(``_quiet``): then lines written while it was stopped get their read time. Container runtimes' lines carry the
+runtime's time, which wins; their files get no new anchor ahead of a save.
+
 Threading: used under its tail source's lock only.
 """
 
@@ -26,13 +38,18 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from obsbox.exporters.bridge.record import Block, Lines, Origin, Record, records_of
+import orjson
+
+from obsbox.exporters.bridge.record import Block, Clock, Lines, Origin, Record, records_of
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
 from obsbox.exporters.bridge.sources.positions import Position
+from obsbox.logfields import timestamp_ns
 
 SAMPLE = 64  # bytes remembered from the end of what was read, to tell a true copy from a look-alike
 BOM = b"\xef\xbb\xbf"  # UTF-8 byte order mark, which .NET writers put at the start of a file
+CLOCK_STALE = 1.0  # seconds: an idle file's anchor older than this is renewed, ahead of a save, when it grows
+MAX_ANCHORS = 64  # anchors a file keeps between its saved position and what it handed out
 
 
 @dataclass(slots=True)
@@ -88,6 +105,10 @@ class FileReader:
         self.joiner: Joiner | None = None  # unwraps CRI / Docker entries, joining partials
         self.handed: int | None = None  # read to here, with an open join handed to the next generation
         self.resource = kubernetes_resource(path) if kubernetes_metadata else ()
+        self.clock: Clock = ()  # anchors of its lines' read times (see the module docstring)
+        self.clock_taken = 0.0  # monotonic time of the newest anchor; 0: renewed at the next read
+        self.replay_end = 0  # a resumed file's size at start: lines before it may have been shipped
+        self.unsaved = False  # an anchor was renewed that the positions file does not hold yet
 
     # ---------------------------------------------------------------- identity and position
 
@@ -97,7 +118,7 @@ class FileReader:
         if not fp.complete and not allow_incomplete:
             return False
         self.fp = fp
-        self.origin = Origin(self.path, fp.digest, self.resource)
+        self.origin = Origin(self.path, fp.digest, self.resource, self.clock)
         self.format = detect_format(self.path, fp.head) if self.format_option == "auto" else self.format_option
         self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
@@ -129,10 +150,12 @@ class FileReader:
 
     def rename(self, path: str) -> None:
         self.path = path
-        self.origin = Origin(path, self.origin.key, self.origin.resource)
+        self.origin = Origin(path, self.origin.key, self.origin.resource, self.clock)
 
-    def start_at(self, offset: int, acked: int | None = None) -> None:
-        """Read from ``offset``; ``acked`` is lower when lines before it are still in flight."""
+    def start_at(self, offset: int, acked: int | None = None, clock: Clock = ()) -> None:
+        """Read from ``offset``; ``acked`` is lower when lines before it are still in flight.
+        ``clock``: the anchors saved with (or handed over with) the lines from ``acked`` on; without
+        them the file starts a new one at its first read."""
         self.prints.clear()  # judged: a truncation makes this file new content again
         self.head, self.mark = b"", ("", 0)
         self.read_offset = self.emitted = offset
@@ -140,6 +163,40 @@ class FileReader:
         self.partial, self.skipping = b"", None
         if self.joiner is not None:
             self.joiner.reset()
+        self.clock_taken, self.unsaved = 0.0, False
+        self.replay_end = self.current_size() if clock and not _quiet(clock, offset) else 0
+        self._set_clock(clock or ((offset, time.time_ns()),))
+
+    def _set_clock(self, clock: Clock) -> None:
+        """Stamp the lines handed out from now on with ``clock``; an overlong line begun before,
+        not handed out yet, too (it starts where the newest anchor does)."""
+        self.clock = clock
+        self.origin = Origin(self.path, self.origin.key, self.origin.resource, clock)
+        if self.skipping is not None:
+            self.skipping.origin = self.origin
+
+    def advance_clock(self) -> None:
+        """At a save of the position: keep the anchors that cover bytes from ``acked`` on, and add
+        one at the first line not handed out yet, which the lines read after this save will use."""
+        clock, acked, start = self.clock, self.acked, self.line_start()
+        first = 0
+        for i, (at, _) in enumerate(clock):
+            if at <= acked:
+                first = i
+        kept = clock[first:]
+        if kept and start > kept[-1][0] and len(kept) < MAX_ANCHORS:
+            kept += ((start, time.time_ns()),)
+            self.clock_taken = time.monotonic()
+        if kept != clock:
+            self._set_clock(kept)
+
+    def _renew_clock(self, data: bytes, now: float) -> None:
+        """An idle file grew: a new anchor where its next line starts. It must be saved before those
+        lines go out (``unsaved``), unless the first of them has a time of its own."""
+        self._set_clock(((self.line_start(), time.time_ns()),))
+        self.clock_taken = now
+        newline = data.find(b"\n")
+        self.unsaved = newline < 0 or not _timed((self.partial + data[:newline]).removeprefix(BOM))
 
     def restart(self) -> None:
         """The file was truncated: its content starts again from 0."""
@@ -246,7 +303,13 @@ class FileReader:
         data = os.pread(self.fd, want, self.read_offset)
         if not data:
             return result
-        self.last_growth = time.monotonic()
+        now = self.last_growth = time.monotonic()
+        if (
+            self.joiner is None
+            and self.acked >= self.emitted >= self.replay_end
+            and now - self.clock_taken > CLOCK_STALE
+        ):
+            self._renew_clock(data, now)
         start = self.read_offset
         self.read_offset += len(data)
         sample_end, previous = self.sample
@@ -413,6 +476,24 @@ class FileReader:
         if advance:
             self.emitted = self.read_offset
         return records
+
+
+def _quiet(clock: Clock, offset: int) -> bool:
+    """Was the file quiet at its last save: every line handed out acknowledged (the newest anchor is
+    at the saved position) and that longer ago than ``CLOCK_STALE``? Then no line after it was
+    shipped with a saved anchor (one read within ``CLOCK_STALE`` of the save aside), and the lines
+    written since, while the bridge was stopped, take the time they are read now, not the stop's."""
+    at, ns = clock[-1]
+    return at <= offset and time.time_ns() - ns > CLOCK_STALE * 1e9
+
+
+def _timed(line: bytes) -> bool:
+    """Does the line carry a time of its own (``logfields.timestamp_ns``)?"""
+    try:
+        fields = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return type(fields) is dict and timestamp_ns(fields) is not None
 
 
 def _lines_within(data: bytes, end: int, limit: int) -> bool:

@@ -27,6 +27,10 @@ How each rotation is handled:
   is counted in ``obsbox_bridge_resumes_total{outcome}``.
 
 Offsets advance only through ``commit`` (every sink acknowledged), so delivery is at-least-once.
+A line without a time of its own gets the time it was first read, from clock anchors saved with its
+file's position before any line is stamped with them (see ``reader``): a file that starts a new
+anchor has the positions saved before ``poll`` hands its lines out, so a replay after ``kill -9``
+gives every line the time it was shipped with the first time, and Loki drops the copy.
 
 While a sink is down the pipeline thread blocks in retries, yet files keep rotating: a watcher
 thread keeps matching the globs and opening what appears, so a generation that is rotated away
@@ -54,7 +58,7 @@ from obsbox.exporters.bridge.sources.access import nothing_matched
 from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, may_name, watched_folders
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder, folder_for
-from obsbox.exporters.bridge.sources.positions import PositionsFile
+from obsbox.exporters.bridge.sources.positions import Position, PositionsFile
 from obsbox.exporters.bridge.sources.tracker import FileMark, FileState, Tracked, Tracker
 from obsbox.exporters.bridge.sources.watch import FolderWatch
 
@@ -130,6 +134,7 @@ class TailSource(Source[TailCheckpoint]):
         self.closing = threading.Event()
         self.problems = self.tracker.problems
         self.failing: set[tuple[int, int]] = set()  # files whose last OS call failed: skipped until the next scan
+        self.unsaved_clock = False  # a file read in this poll started a clock anchor not saved yet
 
     @property
     def files(self) -> dict[tuple[int, int], Tracked]:
@@ -223,6 +228,8 @@ class TailSource(Source[TailCheckpoint]):
             if len(records) > before:
                 checkpoint[(tracked.id, tracked.generation)] = tracked.reader.emitted
                 self.tracker.settle(tracked, checkpoint)
+        if self.unsaved_clock:
+            self._save_clocks()
         if not records:
             return None
         self.metrics.lines_read.labels(self.context.pipeline).inc(len(records))
@@ -243,6 +250,8 @@ class TailSource(Source[TailCheckpoint]):
 
     def _read_file(self, tracked: Tracked, out: Lines, room: int, byte_room: int) -> int:
         seen = tracked.reader.read(out, room, byte_room, verify_head=not self.once)
+        if tracked.reader.unsaved:
+            self.unsaved_clock = True
         if self.problems.current:
             self.problems.clear(("file", tracked.key), f"reading {tracked.path} again")
         if seen.overlong:
@@ -262,15 +271,27 @@ class TailSource(Source[TailCheckpoint]):
         start) is said once and counted; the bridge goes on, and the next commit saves them all,
         so a restart meanwhile reads again, never skips."""
         with self.lock:
-            positions = self.tracker.commit(checkpoint)
-            where = ("positions", None)
-            try:
-                self.positions.save(positions)
-            except OSError as exc:
-                why = f"cannot save positions to {self.positions.path} ({exc.strerror or exc}); trying again later"
-                self.problems.report(where, "positions", why)
-            else:
-                self.problems.clear(where, f"positions are saved to {self.positions.path} again")
+            self._save(self.tracker.commit(checkpoint))
+
+    def _save_clocks(self) -> None:
+        """Ahead of handing out lines stamped with new clock anchors: save the positions as they
+        stand, with those anchors (at most once a second a file, and only for files whose lines
+        lack a time of their own; see ``reader``). When the save fails the lines still go out: a
+        crash before the next save may then ship them again with other times."""
+        self.unsaved_clock = False
+        for tracked in self.files.values():
+            tracked.reader.unsaved = False
+        self._save(self.tracker.positions())
+
+    def _save(self, positions: list[Position]) -> None:
+        where = ("positions", None)
+        try:
+            self.positions.save(positions)
+        except OSError as exc:
+            why = f"cannot save positions to {self.positions.path} ({exc.strerror or exc}); trying again later"
+            self.problems.report(where, "positions", why)
+        else:
+            self.problems.clear(where, f"positions are saved to {self.positions.path} again")
 
     def exhausted(self) -> bool:
         with self.lock:

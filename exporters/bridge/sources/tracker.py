@@ -55,7 +55,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from obsbox.exporters.bridge.metrics import BridgeMetrics
-from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.record import Clock, Record
 from obsbox.exporters.bridge.sources.access import Problems, escalation, unreadable
 from obsbox.exporters.bridge.sources.backlog import Backlog
 from obsbox.exporters.bridge.sources.finder import FileKey, find_files, find_in_folder, rotation_place
@@ -110,10 +110,10 @@ class Tracked:
     def acked(self) -> int:
         return self.reader.acked
 
-    def activate(self, offset: int, acked: int | None = None) -> None:
+    def activate(self, offset: int, acked: int | None = None, clock: Clock = ()) -> None:
         self.state = FileState.ACTIVE
         self.parked_on = None
-        self.reader.start_at(offset, acked)
+        self.reader.start_at(offset, acked, clock)
 
 
 FileMark = tuple[int, int]  # (file id, generation): a checkpoint maps each to the offset emitted up to,
@@ -333,7 +333,7 @@ class Tracker:
         if self._identify(tracked):
             saved = self._claim_saved(tracked, by_inode=True)
             if saved is not None:
-                self._start(tracked, saved.offset, "its saved position")
+                self._start(tracked, saved.offset, "its saved position", saved.clock)
 
     def classify_grown(self) -> None:
         """PENDING files whose first line may have been completed since the last look."""
@@ -349,7 +349,7 @@ class Tracker:
             return  # identity unknown, and nothing to emit yet
         saved = self._claim_saved(tracked, by_inode=True)
         if saved is not None:
-            self._start(tracked, saved.offset, "its saved position")
+            self._start(tracked, saved.offset, "its saved position", saved.clock)
             return
         original = self._original_of(tracked)
         if original is not None:
@@ -362,7 +362,7 @@ class Tracker:
             return
         saved = self._claim_saved(tracked, by_inode=False)
         if saved is not None:  # renamed or copied while we were not running
-            self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})")
+            self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})", saved.clock)
             return
         reader = tracked.reader
         at_end = self.scans == 0 and (self.start_at_end or self._read_before(tracked))
@@ -374,8 +374,8 @@ class Tracker:
         older than anything that run read: it is not read again."""
         return tracked.rotated_name and any(rotation_place(saved.path)[0] == tracked.stream for saved in self.saved)
 
-    def _start(self, tracked: Tracked, offset: int, why: str) -> None:
-        tracked.activate(offset)
+    def _start(self, tracked: Tracked, offset: int, why: str, clock: Clock = ()) -> None:
+        tracked.activate(offset, clock=clock)
         log.debug("%s (inode %d) starts at %d: %s", tracked.path, tracked.reader.ino, offset, why)
 
     def _claim_saved(self, tracked: Tracked, by_inode: bool) -> Position | None:
@@ -421,7 +421,10 @@ class Tracker:
         original = copy.parked_on
         if original is None or original.id not in self.by_id:
             # the original was drained and closed: the copy supplies anything beyond it
-            copy.activate(original.reader.line_start() if original else 0)
+            if original is None:
+                copy.activate(0)
+            else:
+                copy.activate(original.reader.line_start(), clock=original.reader.clock)
             return
         if copy.reader.continues(original.reader) is False:
             log.info(
@@ -490,7 +493,7 @@ class Tracker:
             )
             # lines before ``resume`` may still be in the batch in flight: the copy is acknowledged only as
             # far as the original was, and that batch's checkpoint is carried over to the copy on commit
-            copy.activate(resume, acked=reader.acked)
+            copy.activate(resume, acked=reader.acked, clock=reader.clock)  # the lines in flight keep their times
             self.successors[(tracked.id, tracked.generation)] = copy
         else:
             last = reader.take_partial(advance=not self.once)
@@ -523,12 +526,20 @@ class Tracker:
                 tracked = self.successors.get((fid, generation))
             if tracked is not None and tracked.id in self.by_id and offset > tracked.reader.acked:
                 tracked.reader.acked = min(offset, tracked.reader.emitted)
+        for tracked in self.in_state(FileState.ACTIVE):
+            tracked.reader.advance_clock()
+            self._gauge(tracked, tracked.reader.size, time.monotonic())
+        return self.positions()
+
+    def positions(self) -> list[Position]:
+        """The positions to save as they stand: acknowledged offsets and clock anchors."""
         entries = []
         for tracked in self.in_state(FileState.ACTIVE):
             reader = tracked.reader
             fingerprint, covers = reader.head_mark()
-            entries.append(Position(reader.path, reader.dev, reader.ino, fingerprint, reader.acked, covers))
-            self._gauge(tracked, reader.size, time.monotonic())
+            entries.append(
+                Position(reader.path, reader.dev, reader.ino, fingerprint, reader.acked, covers, reader.clock)
+            )
         return entries + self.saved
 
     # ---------------------------------------------------------------- what waits, and failures
