@@ -23,8 +23,7 @@ yet (``advance_clock``), so lines read later use an anchor already saved, and li
 theirs. A file that was idle (every line acknowledged) for more than ``CLOCK_STALE`` seconds, or new
 to this run, starts a new anchor when it grows (``unsaved``: the tail source saves it before the
 lines go out), unless its first new line has its own time. Lines that were there at a restart keep
-the saved anchors: the previous run may have shipped them, unless it was quiet at its last save
-(``_quiet``): then lines written while it was stopped get their read time. Container runtimes' lines carry the
+the saved anchors: the previous run may have shipped them. Container runtimes' lines carry the
 runtime's time, which wins; their files get no new anchor ahead of a save.
 
 Threading: used under its tail source's lock only.
@@ -164,7 +163,7 @@ class FileReader:
         if self.joiner is not None:
             self.joiner.reset()
         self.clock_taken, self.unsaved = 0.0, False
-        self.replay_end = self.current_size() if clock and not _quiet(clock, offset) else 0
+        self.replay_end = self.current_size() if clock else 0
         self._set_clock(clock or ((offset, time.time_ns()),))
 
     def _set_clock(self, clock: Clock) -> None:
@@ -476,15 +475,6 @@ class FileReader:
         if advance:
             self.emitted = self.read_offset
         return records
-
-
-def _quiet(clock: Clock, offset: int) -> bool:
-    """Was the file quiet at its last save: every line handed out acknowledged (the newest anchor is
-    at the saved position) and that longer ago than ``CLOCK_STALE``? Then no line after it was
-    shipped with a saved anchor (one read within ``CLOCK_STALE`` of the save aside), and the lines
-    written since, while the bridge was stopped, take the time they are read now, not the stop's."""
-    at, ns = clock[-1]
-    return at <= offset and time.time_ns() - ns > CLOCK_STALE * 1e9
 
 
 def _timed(line: bytes) -> bool:
