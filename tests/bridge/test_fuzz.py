@@ -51,9 +51,23 @@ lines = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture]}
+
+
+@settings(max_examples=60, **FUZZ)
 @given(lines=lines, trailing_newline=st.booleans())
 def test_every_line_comes_out(tmp_path_factory, lines, trailing_newline):
+    every_line_comes_out(tmp_path_factory, lines, trailing_newline, workers=0)
+
+
+@settings(max_examples=15, **FUZZ)  # each example starts worker processes (about half a second)
+@given(lines=lines, trailing_newline=st.booleans())
+def test_every_line_comes_out_through_worker_processes(tmp_path_factory, lines, trailing_newline):
+    every_line_comes_out(tmp_path_factory, lines, trailing_newline, workers=None)
+
+
+def every_line_comes_out(tmp_path_factory, lines: list[bytes], trailing_newline: bool, workers: int | None) -> None:
+    """``workers``: 0 processes the lines in the bridge's own process, None as the bridge chooses."""
     tmp = tmp_path_factory.mktemp("fuzz")
     log, out = tmp / "in.log", tmp / "out.jsonl"
     content = b"\n".join(lines) + (b"\n" if trailing_newline else b"")
@@ -64,6 +78,7 @@ def test_every_line_comes_out(tmp_path_factory, lines, trailing_newline):
         once=True,
         sinks={"file": {"path": str(out)}},
         processors=["parse", "trace", "redact"],
+        workers=workers,
         max_line_bytes=MAX_LINE,
     )
     running.thread.join(30)
