@@ -19,6 +19,7 @@ from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import registry
 from obsbox.exporters.bridge.runner import Bridge, default_state_dir
 from obsbox.exporters.bridge.sources.positions import PositionsError
+from obsbox.exporters.bridge.summary import already_read, summary
 
 EPILOG = textwrap.dedent("""\
     sinks (--to, repeatable; default stdout):
@@ -38,6 +39,7 @@ EPILOG = textwrap.dedent("""\
     examples:
       obsbox bridge '/var/log/gateway/*.json' --to loki:http://localhost:3100 --to file:enriched.jsonl
       obsbox bridge old.log --once --to otlp:http://localhost:4318      # backfill, then exit 0
+      obsbox bridge old.log --once --no-positions --to file:again.jsonl # read it all again
       obsbox bridge --config bridge.yaml                                # the YAML pipeline
       obsbox bridge app.log --correlation-key request_id --print-config # the YAML this CLI means
       obsbox bridge '/var/log/pods/*/*/*.log' --to otlp:http://collector:4318  # a Kubernetes node
@@ -45,6 +47,11 @@ EPILOG = textwrap.dedent("""\
     Every line leaves with trace_id (32 hex) and span_id (16 hex): the line's own IDs in any legacy
     form (W3C, ECS, Serilog, .NET ActivityId/Request-Id, B3, Jaeger, X-Ray, Datadog, GCP), else
     derived from --correlation-key, else from the line's identity (file fingerprint + offset).
+    Positions are saved per set of globs (not per sink): a second run over the same files reads only
+    what was written since, whatever its --to. With --once, stderr then names the positions file and
+    how to read from the start again (--no-positions, or delete that file); and every --once run ends
+    with one line on stderr: lines read, each sink's lines delivered and dead-lettered, parse failures,
+    and where the trace IDs came from (the counts of obsbox_bridge_trace_ids_total{source}).
     SIGTERM or Ctrl-C: stop reading, deliver what is in flight, save positions, exit 0.
     """)
 
@@ -81,13 +88,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--once",
         action="store_true",
-        help="read every file to its end, flush every sink, exit (a progress bar on a terminal)",
+        help="read every file to its end (from its saved position), flush every sink, say on stderr what was read "
+        "and shipped, exit (a progress bar on a terminal)",
     )
     p.add_argument(
         "--positions",
         type=Path,
         metavar="FILE",
-        help="where acknowledged offsets are kept (default: a file in the state dir)",
+        help="where acknowledged offsets are kept (default: a file in the state dir, one per set of globs)",
     )
     p.add_argument("--no-positions", action="store_true", help="start every file at the beginning and save no offsets")
     p.add_argument("--state-dir", type=Path, help="positions and dead letters (default: the per-user state dir)")
@@ -337,6 +345,9 @@ def run(args: argparse.Namespace) -> int:
     bridge.install_signal_handlers()
     bridge.serve_metrics()
     delivered = bridge.run()
+    if config.settings.once:
+        for line in [*already_read(bridge, command_line=args.config is None), summary(bridge)]:
+            print(line, file=sys.stderr)
     if not delivered and not bridge.stop.is_set():
         return 1
     return 0

@@ -104,6 +104,11 @@ class Source(Component, Generic[C]):
         """(bytes read, bytes known) for progress reporting."""
         return (0, 0)
 
+    def resumed(self) -> tuple[int, Path | None]:
+        """(files started past their beginning at a saved position, the file keeping those positions):
+        a ``--once`` run says so, or a second run that reads nothing would look like a broken one."""
+        return (0, None)
+
 
 class Processor(Component):
     @abstractmethod

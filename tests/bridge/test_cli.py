@@ -93,9 +93,10 @@ def test_sigterm_with_the_sink_down_under_once_says_what_is_not_delivered_and_no
         finally:
             proc.kill()
     said = errors.read_text().splitlines()
-    assert said[-1].endswith(
+    assert said[-2].endswith(
         "sink otlp: stopping with 50 records not delivered; they will be read again at the next start"
     ), said[-3:]
+    assert said[-1].startswith("obsbox bridge: 50 lines read; otlp: 0 delivered, 0 dead-lettered;"), said[-1]
     assert not any("aborting" in line for line in said), said[-3:]
     again = once(str(log), "--to", f"file:{out}", "--positions", str(positions))
     assert again.returncode == 0, again.stderr

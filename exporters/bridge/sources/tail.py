@@ -309,6 +309,10 @@ class TailSource(Source[TailCheckpoint]):
             done = self.tracker.closed_bytes + read - self.start_bytes
             return max(0, done), max(0, self.total_bytes - self.start_bytes)
 
+    def resumed(self) -> tuple[int, Path | None]:
+        with self.lock:
+            return sum(1 for saved in self.tracker.claimed if saved.offset), self.positions.path
+
     def shutdown(self) -> None:
         self.closing.set()
         if self.watcher is not None:

@@ -153,6 +153,7 @@ class Tracker:
         self.successors: dict[tuple[int, int], Tracked] = {}  # (file id, old generation) → the copy taking over
         self.refused: set[FileKey] = set()  # files whose saved position was refused (logged once)
         self.resumable: set[FileKey] = set()  # files there at start whose first line is not complete yet
+        self.claimed: list[Position] = []  # the saved positions files started at (``--once`` says so)
         self.next_id = 0
         self.scans = 0
         self.closed_bytes = 0  # bytes read from files since closed, so progress never goes back
@@ -390,6 +391,7 @@ class Tracker:
                 continue
             if tracked.reader.holds(saved):
                 del self.saved[i]
+                self.claimed.append(saved)
                 self.metrics.resumes.labels("resumed" if same_inode else "moved").inc()
                 return saved
             if same_inode and tracked.key not in self.refused:
