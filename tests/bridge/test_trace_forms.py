@@ -240,11 +240,10 @@ def test_configured_output_field_names():
     assert (out["TraceId"], out["SpanId"]) == (T32, S16)
 
 
-def test_conflicting_existing_output_field_is_rewritten():
-    (rec,) = traced(orjson.dumps({"trace_id": "463ac35c9f6413ad", "span_id": S16}))
-    out = orjson.loads(rec.line())
-    assert out["trace_id"] == "0000000000000000463ac35c9f6413ad"
-    assert list(out) == ["trace_id", "span_id"]
+def test_conflicting_existing_output_field_is_kept_and_the_id_goes_beside_it():
+    raw = orjson.dumps({"trace_id": "463ac35c9f6413ad", "span_id": S16})
+    (rec,) = traced(raw)
+    assert rec.line() == raw[:-1] + b',"obsbox.trace_id":"0000000000000000463ac35c9f6413ad"}'
 
 
 def test_line_already_in_output_form_is_left_alone():

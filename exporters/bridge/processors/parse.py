@@ -3,14 +3,19 @@
 Lines that are not JSON objects (broken UTF-8, plain text, arrays, truncated overlong lines) are
 never dropped: they keep their bytes, get ``parse_error`` (sent as ``obsbox.parse_error`` to Loki and
 OTLP) and are counted in ``obsbox_bridge_parse_errors_total{reason}``.
+Python's ``json.dumps`` extensions (``NaN``, ``Infinity``, ``-Infinity``: structlog and
+python-json-logger write them by default), which orjson rejects, are read by the standard library
+instead, integers exactly; only lines orjson failed on pay for that.
 A line that is an OTLP/JSON export (a top-level ``resourceLogs``) becomes one record per log record
 it holds (see ``otlpjson``), unless ``expand_otlp`` is off. Threading: pipeline thread only.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -32,6 +37,24 @@ def error_reason(raw: bytes, exc: Exception) -> str:
     return "invalid_json"
 
 
+def python_json(raw: bytes) -> Any:
+    """``raw`` read as Python's ``json`` module writes it, or None: tried only on lines orjson
+    rejected that hold one of its non-standard constants."""
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        return None
+    return exact_json(raw)
+
+
+def exact_json(raw: bytes) -> dict[str, Any] | None:
+    """``raw`` as a JSON object with every integer exact (orjson reads one above 2**64 as a float)
+    and ``NaN``/``Infinity`` accepted; None when it is not one."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    return obj if type(obj) is dict else None
+
+
 class ParseProcessor(Processor):
     type = "parse"
     Config = ParseConfig
@@ -49,9 +72,11 @@ class ParseProcessor(Processor):
             try:
                 obj = loads(rec.raw)
             except decode_error as exc:
-                rec.parse_error = error_reason(rec.raw, exc)
-                errors[rec.parse_error] += 1
-                continue
+                obj = python_json(rec.raw)
+                if obj is None:
+                    rec.parse_error = error_reason(rec.raw, exc)
+                    errors[rec.parse_error] += 1
+                    continue
             if type(obj) is dict:
                 rec.fields = obj
                 if expand and "resourceLogs" in obj and (parts := otlpjson.expand(rec, obj)):

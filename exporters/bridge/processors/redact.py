@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.processors.parse import python_json
 from obsbox.exporters.bridge.processors.secret_rules import KEYWORDS, MASK, SHAPES
 from obsbox.exporters.bridge.processors.secret_values import Span, field_values, pair_values
 from obsbox.exporters.bridge.record import Record
@@ -184,6 +185,8 @@ class RedactProcessor(Processor):
         try:
             rec.fields = orjson.loads(rec.raw)
         except orjson.JSONDecodeError:
+            rec.fields = python_json(rec.raw)  # NaN and Infinity, as ``parse`` reads them
+        if rec.fields is None:
             rec.fields, rec.parse_error = None, "redaction left a line that is not JSON"
             rec.out, rec.injector = None, None
             self.context.metrics.errors.labels("redact").inc()

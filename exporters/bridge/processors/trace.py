@@ -7,8 +7,8 @@ the span ID always from the line's identity. Two runs over the same file therefo
 which makes duplicates after a crash recognisable.
 
 Injection appends the two fields to the line's bytes, so every original field stays exactly as it
-was (number formats, key order, escapes); only a line whose ID fields hold something else is
-re-serialized. Threading: pipeline thread only; the key caches are per instance.
+was (number formats, key order, escapes); an ID field the line already has with another value stays,
+and the bridge's goes beside it as ``obsbox.<field>``. Threading: pipeline thread only; the key caches are per instance.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import orjson
 
 from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.processors import traceforms
+from obsbox.exporters.bridge.processors.parse import exact_json
 from obsbox.exporters.bridge.record import Record
 
+OWN_PREFIX = "obsbox."  # the bridge's ID beside an app's own field of the configured name
 _CACHE_LIMIT = 50_000
 _PLAN_LIMIT = 4096
 _STRONG = frozenset({"traceparent", "traceid", "activityid"})  # found at top level: no need to look deeper
@@ -236,6 +238,12 @@ class TraceProcessor(Processor):
         found, candidates = self._found(fields)
         if candidates:
             ctx, source = self._read_forms(found, candidates)
+            if ctx is None and float in map(type, found.values()) and (exact := exact_json(rec.raw)):
+                # an integer ID above 2**64 (the OTel SDK's 128-bit trace_id), which orjson read as
+                # a float: read again, exactly; only lines whose forms found nothing pay for this
+                rec.fields = fields = exact
+                found, candidates = self._found(fields)
+                ctx, source = self._read_forms(found, candidates)
         if ctx is None and b"Root=1-" in rec.raw:  # a substring test: no cost for lines without one
             ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
             source = "xray_value" if ctx else source
@@ -280,16 +288,18 @@ class TraceProcessor(Processor):
     def enriched(self, rec: Record) -> bytes | None:
         """The line with the IDs appended to its own bytes (None: it already carries them as they are).
 
-        Re-serializes only when an ID field holds something else. Called on first use, by sinks that
-        write lines; ``rec.fields`` is read then, so a redacted line gives a redacted result.
+        No byte of the line changes: an ID field the line already has with another value (Kong's
+        object, uppercase hex, a number) is kept as it is, and the bridge's ID is appended beside it
+        under ``obsbox.<field>`` (TRACE_IDS.md, "The app's own ID fields"). Called on first use, by
+        sinks that write lines; ``rec.fields`` is read then, so a redacted line gives a redacted result.
         """
         tf, sf = self.tf, self.sf
         fields = rec.fields
         if fields is None or rec.trace_id is None or rec.span_id is None:
             return None  # not a JSON object: written as it is (the injector is set for objects only)
+        raw = rec.raw
+        end = raw.rfind(b"}")
         if tf not in fields and sf not in fields:
-            raw = rec.raw
-            end = raw.rfind(b"}")
             return b"".join(
                 (
                     raw[:end],
@@ -301,8 +311,20 @@ class TraceProcessor(Processor):
                     raw[end:],
                 )
             )
-        if fields.get(tf) == rec.trace_id and fields.get(sf) == rec.span_id:
-            return None
-        rewritten = dict(fields)
-        rewritten[tf], rewritten[sf] = rec.trace_id, rec.span_id
-        return orjson.dumps(rewritten) + rec.raw[len(rec.raw.rstrip()) :]
+        added = [
+            orjson.dumps(name) + b":" + orjson.dumps(value)
+            for name, value in self._beside(fields, ((tf, rec.trace_id), (sf, rec.span_id)))
+        ]
+        return b"".join((raw[:end], b",", b",".join(added), raw[end:])) if added else None
+
+    @staticmethod
+    def _beside(fields: dict[str, Any], ids: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+        """The (name, ID) pairs to append: under the configured name when the line lacks it, under
+        ``obsbox.<name>`` when the line holds another value there; none when it holds the ID."""
+        pairs = []
+        for name, value in ids:
+            if name not in fields:
+                pairs.append((name, value))
+            elif fields[name] != value and OWN_PREFIX + name not in fields:
+                pairs.append((OWN_PREFIX + name, value))  # with both taken, the line stays as it is
+        return pairs

@@ -15,11 +15,15 @@ from typing import Any
 _HEX = re.compile(r"[0-9a-f]+")
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
 _GUID = re.compile(r"\{?([0-9a-f]{8})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{4})-?([0-9a-f]{12})\}?")
-_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-.*)?")
+# Lowercase only, as the W3C Trace Context spec requires; a version other than 00 may carry more
+# fields after the flags (the spec's rule for future versions), version 00 may not.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?")
 _HIERARCHICAL = re.compile(r"\|([0-9a-f]{32})\.(?:([0-9a-f]{16})[._])?.*")
 _XRAY_ID = re.compile(r"1-([0-9a-f]{8})-([0-9a-f]{24})")
 _GCP_TRACE = re.compile(r"(?:projects/[^/]+/traces/)?([0-9a-f]{32})")
+_CLOUD_TRACE = re.compile(r"([0-9a-f]{32})(?:/([0-9]+))?(?:;o=[0-9]+)?")
 _U64 = 1 << 64
+_INT_ID = 1 << 32  # the smallest integer read as a hex ID's value
 
 
 # Request headers an access log may keep as fields, and the prefixes proxies put before them:
@@ -35,6 +39,7 @@ HEADERS = (
     "xdatadogtraceid",
     "xdatadogparentid",
     "xrequestid",
+    "xcloudtracecontext",
 )
 HEADER_PREFIXES = ("request", "http", "header")
 HEADER_ALIASES = {prefix + header: header for prefix in HEADER_PREFIXES for header in HEADERS}
@@ -55,10 +60,18 @@ def normalize_key(key: str) -> str:
 
 
 def hex_id(value: Any, width: int) -> str | None:
-    """A hex ID of up to ``width`` digits, left-padded with zeros (64-bit trace IDs become 128-bit)."""
+    """A hex ID of up to ``width`` digits, left-padded with zeros (64-bit trace IDs become 128-bit).
+
+    Python's ``hex()`` output (``0x``, no padding) counts; so does a JSON integer from ``2**32`` to
+    ``2**(4*width)`` (the OTel SDK's ``trace_id``/``span_id`` logged as they are; a smaller one is a
+    count, not a random ID: see TRACE_IDS.md)."""
+    if type(value) is int:
+        return format(value, f"0{width}x") if _INT_ID <= value < 1 << (4 * width) else None
     if not isinstance(value, str):
         return None
     text = value.strip().lower()
+    if text.startswith("0x"):
+        text = text[2:]
     if not 0 < len(text) <= width or not _HEX.fullmatch(text):
         return None
     text = text.rjust(width, "0")
@@ -81,7 +94,7 @@ def trace_hex(value: Any) -> str | None:
     """A trace ID in plain hex (32 or 16 digits) or as a GUID."""
     if type(value) is str and len(value) == 36 and value[8] == "-" and value[23] == "-":  # the common GUID
         return hex_bytes(value.replace("-", ""), 16)
-    if isinstance(value, str) and len(value) > 32:
+    if isinstance(value, str) and len(value) > 32 and value[1:2] not in ("x", "X"):
         guid = _GUID.fullmatch(value.strip().lower())
         return nonzero("".join(guid.groups()), 32) if guid else None
     return hex_id(value, 32)
@@ -105,11 +118,14 @@ def decimal_u64(value: Any) -> int | None:
 
 
 def traceparent(value: Any) -> Context | None:
-    """W3C ``traceparent``: ``00-<32hex trace>-<16hex span>-<flags>``."""
+    """W3C ``traceparent``: ``00-<32hex trace>-<16hex span>-<flags>``.
+
+    One the spec calls invalid (uppercase hex, version ff, more fields after version 00's flags,
+    wrong lengths, an all-zero ID) is ignored: a receiver following the spec started a new trace."""
     if not isinstance(value, str):
         return None
-    m = _TRACEPARENT.fullmatch(value.strip().lower())
-    if not m or m.group(1) == "ff":
+    m = _TRACEPARENT.fullmatch(value.strip())
+    if not m or m.group(1) == "ff" or (m.group(5) is not None and m.group(1) == "00"):
         return None
     trace, span = nonzero(m.group(2), 32), nonzero(m.group(3), 16)
     return (trace, span, None) if trace and span else None
@@ -242,17 +258,55 @@ def xray_in(obj: Mapping[str, Any], depth: int, breadth: int, per_level: int) ->
 
 
 def gcp(trace_value: Any, span_value: Any) -> Context | None:
-    """Google Cloud ``logging.googleapis.com/trace`` (``projects/P/traces/<32hex>``) and ``/spanId``."""
+    """Google Cloud ``logging.googleapis.com/trace`` (``projects/P/traces/<32hex>``) and ``/spanId``:
+    16 hex digits as documented, or the decimal span of ``X-Cloud-Trace-Context`` copied as it is."""
     if not isinstance(trace_value, str):
         return None
     m = _GCP_TRACE.fullmatch(trace_value.strip().lower())
     trace = nonzero(m.group(1), 32) if m else None
-    return (trace, hex_id(span_value, 16), None) if trace else None
+    return (trace, gcp_span(span_value), None) if trace else None
+
+
+def gcp_span(value: Any) -> str | None:
+    """A Cloud Logging span ID: 16 hex digits; any other all-digit string is the header's decimal."""
+    if isinstance(value, str) and len(value.strip()) != 16 and value.strip().isdigit():
+        span = decimal_u64(value)
+        return format(span, "016x") if span is not None else None
+    return hex_id(value, 16)
+
+
+def cloud_trace_context(value: Any) -> Context | None:
+    """Google Cloud's ``X-Cloud-Trace-Context: TRACE_ID/SPAN_ID;o=OPTIONS``: the span ID is decimal
+    64-bit (Kong's gcp injector writes ``bn.from_binary(span_id):to_dec()``), absent or 0 for none."""
+    if not isinstance(value, str):
+        return None
+    m = _CLOUD_TRACE.fullmatch(value.strip().lower())
+    trace = nonzero(m.group(1), 32) if m else None
+    if trace is None or m is None:
+        return None
+    span = decimal_u64(m.group(2)) if m.group(2) else None
+    return (trace, format(span, "016x") if span is not None else None, None)
+
+
+# Kong's ``trace_id`` log field is an object of the formats its propagation injected
+# (kong/observability/tracing/propagation/injectors/*.lua, ``get_formatted_trace_id``): hex in
+# each but ``datadog``, which is the decimal low 64 bits. Taken in this order (TRACE_IDS.md).
+KONG_HEX = ("w3c", "gcp", "aws", "b3", "ot", "jaeger")
+
+
+def kong_trace_id(value: dict) -> str | None:
+    """The trace ID of Kong's ``{"w3c": ..., "datadog": ...}`` ``trace_id`` object."""
+    for name in KONG_HEX:
+        if name in value and (trace := hex_id(value[name], 32)):
+            return trace
+    low = decimal_u64(value.get("datadog"))
+    return format(low, "032x") if low is not None else None
 
 
 def _pair(trace_key: str, span_key: str) -> Callable[[Mapping[str, Any]], Context | None]:
     def read(found: Mapping[str, Any]) -> Context | None:
-        trace = trace_hex(found.get(trace_key))
+        value = found.get(trace_key)
+        trace = kong_trace_id(value) if type(value) is dict else trace_hex(value)
         return (trace, hex_id(found.get(span_key), 16), None) if trace else None
 
     return read
@@ -330,6 +384,7 @@ FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "datadog": _datadog,
     "gcp": lambda found: gcp(found[GCP_TRACE], found.get(GCP_SPAN)) if GCP_TRACE in found else None,
     "gcp_logentry": lambda found: gcp(found["trace"], found.get("spanid")) if "trace" in found else None,
+    "gcp_header": _one("xcloudtracecontext", cloud_trace_context),
     "app_insights": _app_insights,
 }
 
@@ -347,6 +402,7 @@ TRIGGERS: dict[str, tuple[str, ...]] = {
     "datadog": ("ddtraceid", "xdatadogtraceid"),
     "gcp": (GCP_TRACE,),
     "gcp_logentry": ("trace",),
+    "gcp_header": ("xcloudtracecontext",),
     "app_insights": ("operationid",),
 }
 SPAN_KEYS = (
