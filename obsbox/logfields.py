@@ -3,9 +3,13 @@ spellings (ECS, Serilog CLEF, .NET, logrus/zap, pino/bunyan, OTel)."""
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
+
+import orjson
 
 TIME_KEYS = (
     "@timestamp",
@@ -287,3 +291,16 @@ def number(value: Any) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def json_text(value: Any) -> str:
+    """A field's value as JSON text, as the line wrote it where orjson would not: a NaN or Infinity
+    stays that word (orjson writes null), and an integer past 64 bits, which lines with NaN or
+    Infinity keep exactly (they are read by the standard library), is written whole (orjson
+    refuses it). Inside an array or object orjson's null stands for NaN and Infinity."""
+    if type(value) is float and not math.isfinite(value):
+        return json.dumps(value)
+    try:
+        return orjson.dumps(value).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value)

@@ -17,6 +17,7 @@ from obsbox.exporters.bridge.processors.parse import ParseProcessor
 from obsbox.exporters.bridge.processors.redact import RedactConfig, RedactProcessor
 from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
 from obsbox.exporters.bridge.sinks.file import FileConfig, FileSink
+from obsbox.exporters.bridge.sinks.loki import LokiConfig, LokiSink
 from tests.bridge.harness import context, records, traced
 from tests.bridge.test_trace_forms import S16, T32, line_span
 
@@ -169,3 +170,14 @@ def test_a_redacted_nan_line_is_still_json():
 def test_plain_lines_keep_the_splice():
     (rec,) = traced(b'{"a": 1}')
     assert rec.line() == b'{"a": 1,"trace_id":"%s","span_id":"%s"}' % (rec.trace_id.encode(), rec.span_id.encode())
+
+
+def test_the_loki_sink_sends_an_integer_past_64_bits_as_metadata_exactly(tmp_path):
+    """STRUCTLOG_INF_INTS is read by the standard library (Infinity), which keeps the 128-bit integer:
+    orjson refuses to write it, and the push sink's structured metadata must not stop on it."""
+    config = LokiConfig(url="http://loki:3100", compression="none", structured_metadata=["trace_id", "hit_rate"])
+    sink = LokiSink(config, context(state_dir=tmp_path))
+    ((body, _, _),) = list(sink.requests(traced(STRUCTLOG_INF_INTS)))
+    ((_, _, metadata),) = orjson.loads(body)["streams"][0]["values"]
+    assert metadata["trace_id"] == "100985939111033328018442752961257817910"
+    assert metadata["hit_rate"] == "Infinity"

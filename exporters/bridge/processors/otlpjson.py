@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from obsbox import logfields
 from obsbox.exporters.bridge.record import Record
 
 
@@ -30,7 +31,7 @@ class PartRecord(Record):
 def plain(value: Any) -> str:
     """An OTLP/JSON ``AnyValue`` as a string: scalars as themselves, arrays and maps as JSON."""
     if type(value) is not dict or len(value) != 1:
-        return orjson.dumps(value).decode()
+        return logfields.json_text(value)
     kind, inner = next(iter(value.items()))
     if kind == "stringValue":
         return str(inner)
@@ -38,7 +39,7 @@ def plain(value: Any) -> str:
         return "true" if inner else "false"
     if kind in ("intValue", "doubleValue", "bytesValue"):
         return str(inner)
-    return orjson.dumps(_unwrap(value)).decode()
+    return logfields.json_text(_unwrap(value))
 
 
 def _unwrap(value: Any) -> Any:

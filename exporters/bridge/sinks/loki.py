@@ -160,7 +160,7 @@ class LokiSink(NetworkSink):
             for key in self.config.structured_metadata:
                 found = fields.get(key)
                 if found is not None:
-                    meta[key.replace(".", "_")] = found if isinstance(found, str) else orjson.dumps(found).decode()
+                    meta[key.replace(".", "_")] = found if isinstance(found, str) else logfields.json_text(found)
         return meta
 
     def requests(self, records: Sequence[Record]) -> Iterator[tuple[bytes, dict[str, str], Sequence[Record]]]:
