@@ -7,7 +7,9 @@ Python's ``json.dumps`` extensions (``NaN``, ``Infinity``, ``-Infinity``: struct
 python-json-logger write them by default), which orjson rejects, are read by the standard library
 instead, integers exactly; only lines orjson failed on pay for that.
 A line that is an OTLP/JSON export (a top-level ``resourceLogs``) becomes one record per log record
-it holds (see ``otlpjson``), unless ``expand_otlp`` is off. Threading: pipeline thread only.
+it holds (see ``otlpjson``), unless ``expand_otlp`` is off; a CloudWatch Logs subscription payload
+(a top-level ``logEvents``) one record per log event (see ``cloudwatch``), unless
+``expand_cloudwatch`` is off. Threading: pipeline thread only.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from typing import Any
 import orjson
 
 from obsbox.exporters.bridge.component import Processor
-from obsbox.exporters.bridge.processors import otlpjson
+from obsbox.exporters.bridge.processors import cloudwatch, otlpjson
 from obsbox.exporters.bridge.record import Record
 
 
 @dataclass
 class ParseConfig:
     expand_otlp: bool = True  # an OTLP/JSON export line becomes its log records
+    expand_cloudwatch: bool = True  # a CloudWatch Logs subscription payload becomes its log events
 
 
 def error_reason(raw: bytes, exc: Exception) -> str:
@@ -45,7 +48,7 @@ def python_json(raw: bytes) -> Any:
     return exact_json(raw)
 
 
-def exact_json(raw: bytes) -> dict[str, Any] | None:
+def exact_json(raw: bytes | str) -> dict[str, Any] | None:
     """``raw`` as a JSON object with every integer exact (orjson reads one above 2**64 as a float)
     and ``NaN``/``Infinity`` accepted; None when it is not one."""
     try:
@@ -63,6 +66,7 @@ class ParseProcessor(Processor):
         loads, decode_error = orjson.loads, orjson.JSONDecodeError
         errors: Counter[str] = Counter()
         expand = self.config is None or self.config.expand_otlp
+        expand_cw = self.config is None or self.config.expand_cloudwatch
         expanded: dict[int, list[Record]] = {}
         for rec in records:
             if rec.truncated:
@@ -79,7 +83,9 @@ class ParseProcessor(Processor):
                     continue
             if type(obj) is dict:
                 rec.fields = obj
-                if expand and "resourceLogs" in obj and (parts := otlpjson.expand(rec, obj)):
+                if (expand and "resourceLogs" in obj and (parts := otlpjson.expand(rec, obj))) or (
+                    expand_cw and "logEvents" in obj and (parts := cloudwatch.expand(rec, obj))
+                ):
                     expanded[id(rec)] = parts
             else:
                 rec.parse_error = "not_an_object"

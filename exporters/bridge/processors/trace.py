@@ -1,10 +1,11 @@
 """``trace``: give every record a W3C trace ID and span ID, and inject them into the line.
 
-An ID the line already carries wins, in any legacy form (see ``traceforms``). Otherwise the IDs are
-derived, deterministically: the trace ID from the first configured correlation key the line has
-(``request_id``, ``session_id``...), else from the line's identity (file fingerprint + byte offset);
-the span ID always from the line's identity. Two runs over the same file therefore give the same IDs,
-which makes duplicates after a crash recognisable.
+An ID the line already carries wins, in any legacy form (see ``traceforms``); without one, an ID in
+the JSON object a message field holds as a string (``inner``: journald's ``MESSAGE``, an app's
+``message``). Otherwise the IDs are derived, deterministically: the trace ID from the first
+configured correlation key the line has (``request_id``, ``session_id``...), else from the line's
+identity (file fingerprint + byte offset); the span ID always from the line's identity. Two runs over
+the same file therefore give the same IDs, which makes duplicates after a crash recognisable.
 
 Injection appends the two fields to the line's bytes, so every original field stays exactly as it
 was (number formats, key order, escapes); an ID field the line already has with another value stays,
@@ -22,6 +23,7 @@ import orjson
 
 from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.processors import traceforms
+from obsbox.exporters.bridge.processors.inner import inner_object
 from obsbox.exporters.bridge.processors.parse import exact_json
 from obsbox.exporters.bridge.record import Record
 
@@ -216,6 +218,44 @@ class TraceProcessor(Processor):
                 _below(obj, below)
             level = below
 
+    def _beyond_forms(
+        self, rec: Record, fields: dict[str, Any], found: dict[str, Any]
+    ) -> tuple[traceforms.Context | None, str, dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+        """After the forms found nothing: an exact re-read, an X-Ray header, then the object a message
+        field holds as a string. Also the keys found (outer first), the line's object and the inner one."""
+        ctx, source, found, own = self._exact_or_xray(fields, rec.raw, found)
+        if own is not fields:
+            rec.fields = fields = own
+        inner: dict[str, Any] | None = None
+        if ctx is None and (wrapped := inner_object(fields)) is not None:
+            inner, text = wrapped
+            inner_found, candidates = self._found(inner)
+            ctx, source = self._read_forms(inner_found, candidates) if candidates else (None, source)
+            if ctx is None:
+                ctx, source, inner_found, inner = self._exact_or_xray(inner, text, inner_found)
+            if ctx is not None or not found:
+                found = inner_found
+            elif inner_found:
+                found = {**inner_found, **found}  # x-request-id and the span keys: the outer's first
+        return ctx, source, found, fields, inner
+
+    def _exact_or_xray(
+        self, fields: dict[str, Any], text: bytes | str, found: dict[str, Any]
+    ) -> tuple[traceforms.Context | None, str, dict[str, Any], dict[str, Any]]:
+        """The forms again over an exact reading when an ID value came back a float, else an X-Ray
+        header in any value; with the keys found and the object (the exact one when read again)."""
+        ctx, source = None, "derived_line"
+        if float in map(type, found.values()) and (exact := exact_json(text)):
+            # an integer ID above 2**64 (the OTel SDK's 128-bit trace_id), which orjson read as a
+            # float: read again, exactly; only lines whose forms found nothing pay for this
+            fields = exact
+            found, candidates = self._found(fields)
+            ctx, source = self._read_forms(found, candidates)
+        if ctx is None and (b"Root=1-" in text if isinstance(text, bytes) else "Root=1-" in text):
+            ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
+            source = "xray_value" if ctx else source
+        return ctx, source, found, fields
+
     def _request_id(self, found: dict[str, Any]) -> str | None:
         value = found.get("xrequestid") if self.config.request_id_correlation else None
         return value if isinstance(value, str) and value.strip() else None
@@ -233,22 +273,17 @@ class TraceProcessor(Processor):
 
     def _context(self, rec: Record, fields: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
         """The line's trace context and where it came from, in priority order: a form over the keys
-        found, an X-Ray header in any value, a configured correlation key, ``x-request-id``."""
-        ctx, source = None, "derived_line"
+        found, an X-Ray header in any value, the same two in a JSON object a message field holds as a
+        string (``inner``), a configured correlation key, ``x-request-id`` (each: outer, then inner)."""
         found, candidates = self._found(fields)
-        if candidates:
-            ctx, source = self._read_forms(found, candidates)
-            if ctx is None and float in map(type, found.values()) and (exact := exact_json(rec.raw)):
-                # an integer ID above 2**64 (the OTel SDK's 128-bit trace_id), which orjson read as
-                # a float: read again, exactly; only lines whose forms found nothing pay for this
-                rec.fields = fields = exact
-                found, candidates = self._found(fields)
-                ctx, source = self._read_forms(found, candidates)
-        if ctx is None and b"Root=1-" in rec.raw:  # a substring test: no cost for lines without one
-            ctx = traceforms.xray_in(fields, self.config.max_depth + 1, _BREADTH, _LEVEL)
-            source = "xray_value" if ctx else source
+        ctx, source = self._read_forms(found, candidates) if candidates else (None, "derived_line")
+        inner: dict[str, Any] | None = None
+        if ctx is None:  # the rest is for lines without a form's ID: a line with one pays nothing more
+            ctx, source, found, fields, inner = self._beyond_forms(rec, fields, found)
         if ctx is None and self.correlation:
             value = self._correlation(fields)
+            if value is None and inner is not None:
+                value = self._correlation(inner)
             if value is not None:
                 ctx, source = (correlation_trace_id(value), None, None), "derived_key"
         if ctx is None and found and (value := self._request_id(found)) is not None:
