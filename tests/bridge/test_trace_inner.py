@@ -120,3 +120,6 @@ def test_control_message_and_expand_cloudwatch_false_keep_one_record():
     assert [rec.raw for rec in traced(control)] == [control]
     kept = ParseProcessor(ParseConfig(expand_cloudwatch=False), context()).process(records(CLOUDWATCH))
     assert [rec.raw for rec in kept] == [CLOUDWATCH]
+    odd = orjson.loads(CLOUDWATCH)
+    odd["logEvents"].append("not an event")  # off the documented shape: nothing of it is dropped
+    assert [rec.raw for rec in traced(orjson.dumps(odd))] == [orjson.dumps(odd)]

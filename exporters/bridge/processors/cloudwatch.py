@@ -28,16 +28,17 @@ _ATTRIBUTES = (
 
 
 def expand(rec: Record, obj: dict[str, Any]) -> list[Record]:
-    """The log events of a ``DATA_MESSAGE`` payload; empty for anything else (the line then stays)."""
+    """The log events of a ``DATA_MESSAGE`` payload; empty for anything else (the line then stays
+    whole, as it also does when an event is not an object: nothing of it is dropped)."""
     events = obj.get("logEvents")
     if obj.get("messageType") != "DATA_MESSAGE" or type(events) is not list:
+        return []
+    if not all(type(event) is dict for event in events):
         return []
     attrs = {"cloud.provider": "aws"}
     attrs.update((name, obj[key]) for key, name in _ATTRIBUTES if type(obj.get(key)) is str)
     out: list[Record] = []
     for event in events:
-        if type(event) is not dict:
-            continue
         part = PartRecord(orjson.dumps(event), rec, len(out))
         part.fields = event
         part.attributes = dict(attrs)
