@@ -286,7 +286,13 @@ def test_a_copy_taking_over_is_acknowledged_when_one_batch_also_carries_the_new_
     log, copy_path = tmp_path / "app.log", tmp_path / "app.log.1"
     log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
     positions = tmp_path / "pos.json"
-    options = {"include": [str(tmp_path / "app.log*")], "positions": str(positions), "rotate_wait": 0}
+    # hold_files: true, as with logrotate's allowhardlink: the links are what this test counts
+    options = {
+        "include": [str(tmp_path / "app.log*")],
+        "positions": str(positions),
+        "rotate_wait": 0,
+        "hold_files": True,
+    }
     source = TailSource(build(TailConfig, options), context(state_dir=tmp_path))
     try:
         old = source.poll(100, 1 << 20)  # the old generation, read to its end

@@ -147,3 +147,39 @@ def test_a_dead_letter_entry_cut_short_by_kill_9_is_taken_off_before_the_next(tm
         handle.truncate(len(whole) + 150)  # the second write, killed 150 bytes in
     dead.write("loki", recs[10:], "refused", 400)  # the batch read again after the restart
     ledger.check(dead_lettered(dead.path)).assert_delivered()
+
+
+@pytest.mark.parametrize("hold_files", [None, True], ids=["default", "hold every file"])
+def test_a_followed_log_is_still_rotated_and_compressed_by_logrotate(tmp_path, hold_files):
+    """logrotate 3.19 and later skip a file with another hard link ("Rotation of files with multiple
+    hard links is not allowed", said only with -v, exit 0) and fail to compress one: a bridge that
+    held every file it follows stopped its users' logrotate, and the log grew for ever. By default
+    the bridge holds only what container runtimes rotate; ``hold_files: true`` still links every file
+    (for logrotate's ``allowhardlink``), and logrotate then refuses as it did."""
+    ledger, app = Ledger("logrotate"), tmp_path / "logs" / "app.log"
+    app.parent.mkdir()
+    conf = tmp_path / "logrotate.conf"
+    conf.write_text(f"{app} {{\n    rotate 3\n    compress\n    delaycompress\n    missingok\n}}\n")
+    out = tmp_path / "out.jsonl"
+    options = {} if hold_files is None else {"hold_files": hold_files}
+    run = Running([str(app)], tmp_path / "state", sinks={"file": {"path": str(out)}}, **options)
+    try:
+        for _ in range(3):
+            ledger.append(app, ROUND)
+            wait_until(lambda: not ledger.check(lines_of(out)).lost, 30, "every line written so far is in the output")
+            subprocess.run(
+                ["logrotate", "-f", "-s", str(tmp_path / "state.lr"), str(conf)],
+                check=False,
+                capture_output=True,
+                timeout=30,
+            )
+    finally:
+        run.stop()
+    rotated = sorted(p.name for p in app.parent.iterdir())
+    if hold_files is True:
+        assert rotated == ["app.log"], "logrotate refuses a file with another link"
+        return
+    assert rotated == ["app.log.1", "app.log.2.gz", "app.log.3.gz"], (
+        rotated
+    )  # three rotations, compressed but the newest
+    ledger.check(lines_of(out)).assert_delivered(max_duplicates=0)

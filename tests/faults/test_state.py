@@ -109,7 +109,7 @@ def test_what_the_bridge_keeps_is_its_owners_only(tmp_path):
     ledger.append(app, 10)
     old_umask = os.umask(0)
     try:
-        run = Running([str(app)], state, sinks={"file": {"path": str(out)}})
+        run = Running([str(app)], state, sinks={"file": {"path": str(out)}}, hold_files=True)
         try:
             wait_until(lambda: not ledger.check(lines_of(out)).lost, 30, "the lines are in the output")
             wait_until((state / "positions.json").exists, 30, "positions are saved")

@@ -21,6 +21,7 @@ record; the stream and the runtime's timestamp go along as attributes (``log.ios
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Literal
 
@@ -53,6 +54,13 @@ def detect_format(path: str, first_line: bytes) -> Format:
     if "/var/log/pods/" in path or "/var/log/containers/" in path:
         return "cri"  # kubelet's folders hold CRI files; a first line that is not CRI is reported per line
     return "json"
+
+
+def rotated_by_a_runtime(path: str) -> bool:
+    """Is ``path`` a log file a container runtime rotates itself: kubelet's (``/var/log/pods``,
+    ``/var/log/containers``) or Docker's json-file (``<id>-json.log``, ``.1``...)? They rename and
+    compress in their own code, which does not mind a file's other hard links."""
+    return "/var/log/pods/" in path or "/var/log/containers/" in path or "-json.log" in os.path.basename(path)
 
 
 def kubernetes_resource(path: str) -> tuple[tuple[str, str], ...]:

@@ -9,6 +9,13 @@ Hard links need the state dir on the same filesystem as the logs and write acces
 that is not so (a read-only mount, another volume) holding turns itself off, says so once, and the
 bridge falls back to descriptors. The folder is its owner's only (0700); the links keep the modes
 of the logs they are.
+
+logrotate (3.19 and later) will not touch a file with more than one link: it skips rotating it
+("Rotation of files with multiple hard links is not allowed", said only with -v) and fails to
+compress it, so a held file under logrotate would grow for ever. By default (``auto``) only the
+files container runtimes rotate are held (``containers.rotated_by_a_runtime``): kubelet and Docker
+rename and compress in their own code. ``every`` holds any file, for rotation that allows it
+(logrotate's ``allowhardlink``).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import os
 from pathlib import Path
 
 from obsbox.exporters.bridge.modes import private_dir
+from obsbox.exporters.bridge.sources.containers import rotated_by_a_runtime
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +38,10 @@ def folder_for(positions: Path) -> Path:
 
 
 class Holder:
-    def __init__(self, folder: Path | None) -> None:
+    def __init__(self, folder: Path | None, every: bool = False) -> None:
         self.folder = folder
         self.enabled = folder is not None
+        self.every = every  # hold any file, not only those a container runtime rotates
         self.count = 0  # links made by this process
 
     def link_path(self, dev: int, ino: int) -> Path:
@@ -43,7 +52,7 @@ class Holder:
     def hold(self, dev: int, ino: int, path: str) -> str | None:
         """Link the file we opened as (dev, ino) at ``path``; the link's path, or None."""
         folder = self.folder
-        if not self.enabled or folder is None:
+        if not self.enabled or folder is None or not (self.every or rotated_by_a_runtime(path)):
             return None
         target = self.link_path(dev, ino)
         try:

@@ -82,7 +82,9 @@ class TailConfig:
     rotate_wait: float = 5.0
     fingerprint_bytes: int = DEFAULT_LIMIT
     max_open_files: int = 1024
-    hold_files: bool = True
+    # hard links that keep unread rotated files across a restart (hold.py): auto holds the files
+    # container runtimes rotate; logrotate refuses to rotate or compress a file with another link
+    hold_files: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if not self.include:
@@ -107,7 +109,7 @@ class TailSource(Source[TailCheckpoint]):
         self.once = context.once
         positions_path = config.positions or context.state_dir / f"positions-{context.pipeline}-{context.name}.json"
         self.positions = PositionsFile(positions_path if config.save_positions else None)
-        holding = config.hold_files and config.save_positions and not self.once
+        holding = config.hold_files is not False and config.save_positions and not self.once
         self.tracker = Tracker(
             config.include,
             config.exclude,
@@ -119,7 +121,7 @@ class TailSource(Source[TailCheckpoint]):
                 "kubernetes_metadata": config.kubernetes_metadata,
             },
             saved=self.positions.load(),
-            holder=Holder(folder_for(positions_path) if holding else None),
+            holder=Holder(folder_for(positions_path) if holding else None, every=config.hold_files is True),
             metrics=self.metrics,
             once=self.once,
             start_at_end=config.start_at == "end",
