@@ -1,0 +1,112 @@
+"""Compressed files: logrotate's ``compress`` leaves ``app.log.1.gz`` (``.bz2``, ``.xz``, ``.zst`` with
+``compresscmd``), and a glob or a rotated name may name one. Read as bytes it is lines of binary.
+
+A file is known by its first bytes (its magic number), never by its name: gzip ``1f 8b`` (RFC 1952,
+2.3.1), bzip2 ``BZh`` and a block size digit, xz ``fd 37 7a 58 5a 00``, zstd ``28 b5 2f fd`` (RFC
+8878, 3.1.1), and, to be refused, lz4 frames ``04 22 4d 18`` and zip ``PK 03 04``. A compressed
+file is written once (a rotation compresses a file that is no longer written to), so it is read
+whole: decompressed into an unlinked temporary file (in ``TMPDIR``) whose descriptor then stands for
+the file, and every offset, fingerprint and saved position of it is one of the decompressed bytes. Its first lines are then the
+first lines of the plain file it was compressed from, which the tracker already knows how to match.
+
+gzip, bzip2 and xz come with Python; zstd needs the ``zstandard`` wheel. A stream that ends early or
+does not decode raises :class:`CompressionError`, and nothing of it is shipped.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import importlib
+import importlib.util
+import io
+import lzma
+import os
+import tempfile
+import zlib
+from typing import IO, Any, Literal
+
+Compression = Literal["auto", "none"]
+
+MAGIC = {
+    b"\x1f\x8b": "gzip",
+    **{b"BZh" + digit.encode(): "bzip2" for digit in "123456789"},  # its block size follows: 100k to 900k
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"\x04\x22\x4d\x18": "lz4",
+    b"PK\x03\x04": "zip",
+}
+LONGEST = max(map(len, MAGIC))
+CHUNK = 1 << 20
+
+
+class CompressionError(Exception):
+    """A compressed file that cannot be read as lines: ``kind`` for the problem metric, and why."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(why)
+        self.kind = kind
+
+
+def sniff(head: bytes) -> str | None:
+    """The compression ``head`` (a file's first bytes) starts with; None for a plain file, "" while it
+    is too short to tell (a prefix of a magic number)."""
+    for magic, kind in MAGIC.items():
+        if head.startswith(magic):
+            return kind
+    if len(head) < LONGEST and any(magic.startswith(head) for magic in MAGIC):
+        return ""
+    return None
+
+
+def _zstandard() -> Any:
+    """The ``zstandard`` module, where its wheel is installed (it is optional)."""
+    return importlib.import_module("zstandard") if importlib.util.find_spec("zstandard") else None
+
+
+def _zstd_errors() -> tuple[type[Exception], ...]:
+    zstandard = _zstandard()
+    return (zstandard.ZstdError,) if zstandard is not None else ()
+
+
+def _stream(kind: str, raw: IO[bytes]) -> io.BufferedIOBase:
+    """``raw`` decompressed as ``kind``; one that cannot be raises :class:`CompressionError`."""
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if kind == "bzip2":
+        return bz2.BZ2File(raw)
+    if kind == "xz":
+        return lzma.LZMAFile(raw)
+    zstandard = _zstandard() if kind == "zstd" else None
+    if zstandard is None:
+        hint = "; install the zstandard wheel to read it" if kind == "zstd" else ""
+        raise CompressionError("compression_unsupported", f"is {kind}-compressed, which the bridge cannot read{hint}")
+    reader: io.BufferedIOBase = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    return reader
+
+
+def decompress(fd: int, kind: str) -> int:
+    """A new descriptor, on an unlinked temporary file holding ``fd``'s content decompressed."""
+    if kind not in ("gzip", "bzip2", "xz"):
+        _stream(kind, io.BytesIO())  # refused before anything is written
+    out = tempfile.TemporaryFile()  # noqa: SIM115 -- closed below; only a duplicate of its descriptor is kept
+    try:
+        with os.fdopen(os.dup(fd), "rb") as raw:  # its own buffer; the offset is shared, and unused
+            raw.seek(0)
+            with _stream(kind, raw) as stream:
+                while chunk := stream.read(CHUNK):
+                    out.write(chunk)
+        out.flush()
+        return os.dup(out.fileno())
+    except (EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise CompressionError(
+            "compression_corrupt", f"is {kind}-compressed but cut short or corrupt ({exc})"
+        ) from None
+    except OSError as exc:
+        if exc.errno is not None:  # the disk, not the data: the tracker says so and tries again
+            raise
+        raise CompressionError(
+            "compression_corrupt", f"is {kind}-compressed but cut short or corrupt ({exc})"
+        ) from None
+    finally:
+        out.close()
