@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import logging
+import os
 import shutil
 import subprocess
 import time
@@ -21,7 +22,7 @@ from tests.bridge.harness import Running
 from tests.bridge.test_tail import assert_exactly_once
 from tests.waiting import wait_until
 
-ROUND = 200  # lines written between two rotations
+ROUND = 2000  # lines written between two rotations
 
 
 def logrotate(conf: Path, state: Path) -> None:
@@ -79,6 +80,11 @@ def test_logrotate_compress_ships_every_line_once_and_none_as_binary(tmp_path, o
         time.sleep(1.5)  # a compressed copy read again would show by now
         all_json(running)
         assert_exactly_once(running.sink.records(), seq)
+        tracker = running.bridge.pipelines[0].sources[0].tracker
+        copies = [t.reader for t in tracker.files.values() if t.reader.compressed and t.reader.drained()]
+        assert copies, "no compressed generation read to its end"
+        for reader in copies:  # read and acknowledged: only its first and last bytes are kept in TMPDIR
+            assert os.fstat(reader.fd).st_blocks * 512 <= 64 * 1024 < reader.current_size()
     finally:
         running.stop()
 

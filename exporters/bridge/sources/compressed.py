@@ -6,8 +6,13 @@ A file is known by its first bytes (its magic number), never by its name: gzip `
 8878, 3.1.1), and, to be refused, lz4 frames ``04 22 4d 18`` and zip ``PK 03 04``. A compressed
 file is written once (a rotation compresses a file that is no longer written to), so it is read
 whole: decompressed into an unlinked temporary file (in ``TMPDIR``) whose descriptor then stands for
-the file, and every offset, fingerprint and saved position of it is one of the decompressed bytes. Its first lines are then the
-first lines of the plain file it was compressed from, which the tracker already knows how to match.
+the file, and every offset, fingerprint and saved position of it is one of the decompressed bytes.
+Its first lines are then the first lines of the plain file it was compressed from, which the tracker
+already knows how to match.
+
+Once read and acknowledged to its end, the copy is replaced by a sparse one of the same size that
+keeps only its first and last bytes (:func:`sparse_copy`), so the generations a rotation keeps do not
+each hold a whole copy while their names last.
 
 gzip, bzip2 and xz come with Python; zstd needs the ``zstandard`` wheel. A stream that ends early or
 does not decode raises :class:`CompressionError`, and nothing of it is shipped.
@@ -110,3 +115,14 @@ def decompress(fd: int, kind: str) -> int:
         ) from None
     finally:
         out.close()
+
+
+def sparse_copy(fd: int, size: int, keep: list[tuple[int, int]]) -> int:
+    """A new descriptor, on an unlinked sparse temporary file of ``size`` bytes that holds only the
+    ``keep`` ranges (offset, length) of ``fd``: what is still looked at in a decompressed copy read
+    to its end, in a few blocks of ``TMPDIR`` instead of the whole copy."""
+    with tempfile.TemporaryFile() as out:
+        for offset, length in keep:
+            os.pwrite(out.fileno(), os.pread(fd, length, offset), offset)
+        os.ftruncate(out.fileno(), size)
+        return os.dup(out.fileno())

@@ -46,7 +46,14 @@ from typing import Literal
 import orjson
 
 from obsbox.exporters.bridge.record import Block, Clock, Lines, Origin, Record, records_of
-from obsbox.exporters.bridge.sources.compressed import LONGEST, Compression, CompressionError, decompress, sniff
+from obsbox.exporters.bridge.sources.compressed import (
+    LONGEST,
+    Compression,
+    CompressionError,
+    decompress,
+    sniff,
+    sparse_copy,
+)
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
 from obsbox.exporters.bridge.sources.positions import Position
@@ -93,6 +100,7 @@ class FileReader:
         self.raw_fd: int | None = None  # the file's own descriptor, when ``fd`` is its decompressed copy
         self.problem: CompressionError | None = None  # why a compressed file cannot be read
         self.tried: tuple[int, int] | None = None  # (size, mtime) of the last failed decompression
+        self.spared = False  # the decompressed copy keeps only its first and last bytes (``spare``)
         self.max_line_bytes = max_line_bytes
         self.read_chunk_bytes = read_chunk_bytes
         self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
@@ -158,6 +166,17 @@ class FileReader:
         self.raw_fd, self.fd, self.compressed = self.fd, plain, kind
         self.problem, self.size = None, os.fstat(plain).st_size
         return True
+
+    def spare(self) -> None:
+        """A compressed file read and acknowledged to its end: its decompressed copy is replaced by a
+        sparse one of the same size, holding only what is still read of it (the head, for the saved
+        position's print and the first line's check; the bytes before the end, for a copy's check)."""
+        if not self.compressed or self.spared or not self.drained():
+            return
+        size = self.current_size()
+        plain = sparse_copy(self.fd, size, [(0, self.fingerprint_bytes), (max(0, size - SAMPLE), SAMPLE)])
+        os.close(self.fd)
+        self.fd, self.spared = plain, True
 
     def head_mark(self) -> tuple[str, int]:
         """The print a saved position keeps of this file: its first bytes, up to ``fingerprint_bytes``,

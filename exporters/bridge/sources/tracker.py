@@ -196,6 +196,7 @@ class Tracker:
         for tracked in self.files.values():
             tracked.reader.recheck = True
         self._close_drained()
+        self._each(self.in_state(FileState.ACTIVE), lambda t: t.reader.spare())
         self.scans += 1
 
     def _forget_saved(self) -> None:
