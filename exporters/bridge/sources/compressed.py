@@ -8,7 +8,10 @@ file is written once (a rotation compresses a file that is no longer written to)
 whole: decompressed into an unlinked temporary file (in ``TMPDIR``) whose descriptor then stands for
 the file, and every offset, fingerprint and saved position of it is one of the decompressed bytes.
 Its first lines are then the first lines of the plain file it was compressed from, which the tracker
-already knows how to match.
+already knows how to match. The collector's filelog (``compression: auto``) does the same for gzip:
+known by ``1f 8b`` (``pkg/stanza/fileconsumer/internal/compression/gzip.go``), fingerprinted over
+decompressed bytes, and a plain file's offset carried to its ``.gz`` as decompressed bytes to skip
+(``internal/reader/factory.go``, ``decompressedBytesToSkip``).
 
 Once read and acknowledged to its end, the copy is replaced by a sparse one of the same size that
 keeps only its first and last bytes (:func:`sparse_copy`), so the generations a rotation keeps do not
