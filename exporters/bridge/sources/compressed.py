@@ -27,11 +27,11 @@ import bz2
 import gzip
 import importlib
 import importlib.util
-import io
 import lzma
 import os
 import tempfile
 import zlib
+from collections.abc import Iterator
 from typing import IO, Any, Literal
 
 Compression = Literal["auto", "none"]
@@ -72,50 +72,64 @@ def _zstandard() -> Any:
     return importlib.import_module("zstandard") if importlib.util.find_spec("zstandard") else None
 
 
-def _zstd_errors() -> tuple[type[Exception], ...]:
-    zstandard = _zstandard()
-    return (zstandard.ZstdError,) if zstandard is not None else ()
+def _zstd_chunks(zstandard: Any, raw: IO[bytes]) -> Iterator[bytes]:
+    """zstd frames one after another (``zstd`` appends a frame per input); a frame left unfinished
+    at the end is an ``EOFError``, as the stdlib's readers raise (``stream_reader`` just stops)."""
+    context = zstandard.ZstdDecompressor()
+    frame, open_frame = context.decompressobj(), False
+    while data := raw.read(CHUNK):
+        while data:
+            yield frame.decompress(data)
+            open_frame = not frame.eof
+            if open_frame:
+                break
+            data = frame.unused_data
+            frame = context.decompressobj()
+    if open_frame:
+        raise EOFError("the stream ended inside a zstd frame")
 
 
-def _stream(kind: str, raw: IO[bytes]) -> io.BufferedIOBase:
-    """``raw`` decompressed as ``kind``; one that cannot be raises :class:`CompressionError`."""
+def _chunks(kind: str, raw: IO[bytes]) -> Iterator[bytes]:
+    """``raw`` decompressed as ``kind``, in chunks."""
+    if kind == "zstd":
+        yield from _zstd_chunks(_zstandard(), raw)
+        return
+    stream: gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile
     if kind == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if kind == "bzip2":
-        return bz2.BZ2File(raw)
-    if kind == "xz":
-        return lzma.LZMAFile(raw)
-    zstandard = _zstandard() if kind == "zstd" else None
-    if zstandard is None:
-        hint = "; install the zstandard wheel to read it" if kind == "zstd" else ""
-        raise CompressionError("compression_unsupported", f"is {kind}-compressed, which the bridge cannot read{hint}")
-    reader: io.BufferedIOBase = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-    return reader
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    else:
+        stream = bz2.BZ2File(raw) if kind == "bzip2" else lzma.LZMAFile(raw)  # noqa: SIM115 -- closed just below
+    with stream:
+        while chunk := stream.read(CHUNK):
+            yield chunk
+
+
+def _supported(kind: str) -> None:
+    """Refuse, with :class:`CompressionError`, what cannot be read here."""
+    if kind in ("gzip", "bzip2", "xz") or (kind == "zstd" and _zstandard() is not None):
+        return
+    hint = "; install the zstandard wheel to read it" if kind == "zstd" else ""
+    raise CompressionError("compression_unsupported", f"is {kind}-compressed, which the bridge cannot read{hint}")
 
 
 def decompress(fd: int, kind: str) -> int:
     """A new descriptor, on an unlinked temporary file holding ``fd``'s content decompressed."""
-    if kind not in ("gzip", "bzip2", "xz"):
-        _stream(kind, io.BytesIO())  # refused before anything is written
+    _supported(kind)
+    zstandard = _zstandard()
+    data_errors = (EOFError, zlib.error, lzma.LZMAError, *((zstandard.ZstdError,) if zstandard else ()))
     out = tempfile.TemporaryFile()  # noqa: SIM115 -- closed below; only a duplicate of its descriptor is kept
     try:
         with os.fdopen(os.dup(fd), "rb") as raw:  # its own buffer; the offset is shared, and unused
             raw.seek(0)
-            with _stream(kind, raw) as stream:
-                while chunk := stream.read(CHUNK):
-                    out.write(chunk)
+            for chunk in _chunks(kind, raw):
+                out.write(chunk)
         out.flush()
         return os.dup(out.fileno())
-    except (EOFError, zlib.error, lzma.LZMAError) as exc:
-        raise CompressionError(
-            "compression_corrupt", f"is {kind}-compressed but cut short or corrupt ({exc})"
-        ) from None
-    except OSError as exc:
-        if exc.errno is not None:  # the disk, not the data: the tracker says so and tries again
+    except (*data_errors, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:  # the disk, not the data: said, tried again
             raise
-        raise CompressionError(
-            "compression_corrupt", f"is {kind}-compressed but cut short or corrupt ({exc})"
-        ) from None
+        why = f"is {kind}-compressed but cut short or corrupt ({exc})"
+        raise CompressionError("compression_corrupt", why) from None
     finally:
         out.close()
 
