@@ -11,7 +11,8 @@ its live name is still found, and generations are read oldest first:
   ``.1``, ``.1`` to ``.2`` ... up to ``max-file - 1``, the oldest deleted (``.N.gz`` with ``compress``);
 - kubelet (``pkg/kubelet/logs/container_log_manager.go``): ``0.log`` is renamed to
   ``0.log.20240102-150405`` (``.gz`` once compressed);
-- logrotate's default numbering, ``app.log.1``, is Docker's.
+- logrotate's default numbering, ``app.log.1``, is Docker's (``.N.gz``, or ``.bz2``, ``.xz``, ``.zst``
+  with its ``compresscmd``, once compressed).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from collections.abc import Callable
 
 FileKey = tuple[int, int]  # (st_dev, st_ino)
 
-COMPRESSED = ["*.gz", "*.bz2", "*.xz", "*.zst", "*.zip", "*.lz4"]
+COMPRESSED = ["*.gz", "*.bz2", "*.xz", "*.zst", "*.zip", "*.lz4"]  # excluded by default with ``compression: none``
+NEVER_READ = ["*.zip", "*.lz4"]  # ... and with ``compression: auto``, which reads the others (``compressed.py``)
 
 Place = tuple[str, tuple[int, int]]  # (the stream's live path, order among its files: older first)
 LIVE = (2, 0)
-_ROTATED = re.compile(r"(?P<live>.+\.log)\.(?:(?P<index>\d{1,4})|(?P<time>\d{8}-\d{6}))(?:\.gz)?")
+_ROTATED = re.compile(r"(?P<live>.+\.log)\.(?:(?P<index>\d{1,4})|(?P<time>\d{8}-\d{6}))(?:\.gz|\.bz2|\.xz|\.zst)?")
 
 
 def excluded(path: str, exclude: list[str]) -> bool:

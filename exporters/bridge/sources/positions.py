@@ -8,7 +8,9 @@ Entries are keyed by file identity (device, inode and fingerprint digest), not b
 renamed file keeps its offset and a reused inode with new content does not inherit one.
 Each entry also keeps its file's clock anchors (``clock``: [[offset, Unix ns], ...], see
 ``reader.FileReader.advance_clock``), from which a line without a time of its own gets the same
-time on every replay; a file saved without them (an older version) starts a new clock.
+time on every replay; a file saved without them (an older version) starts a new clock. An entry of a
+compressed file read decompressed says so (``compressed: true``; absent, as in older versions, for a
+plain file): its offset and print count decompressed bytes.
 The file is created for its owner only (0600). What is loaded is checked entry by entry: a file
 edited by hand into another shape stops the bridge with one line saying which entry is wrong,
 never a traceback halfway through a run.
@@ -31,7 +33,8 @@ from obsbox.exporters.bridge.record import Clock
 VERSION = 1
 FIX = "move it aside to start from the beginning of every file"
 FIELDS = {"path": str, "dev": int, "ino": int, "fingerprint": str, "offset": int}
-OPTIONAL = {"fingerprint_bytes": int, "clock": list}  # positions saved by an older version have none
+WANTED = {int: "a whole number of at least 0", str: "a string", list: "a list", bool: "true or false"}
+OPTIONAL = {"fingerprint_bytes": int, "clock": list, "compressed": bool}  # an older version saved none
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +46,7 @@ class Position:
     offset: int
     fingerprint_bytes: int = 0  # how many bytes ``fingerprint`` covers; 0 (saved before): the first line
     clock: Clock = ()  # (offset, Unix ns) anchors of its lines' read times; () (saved before): a new clock
+    compressed: bool = False  # read decompressed: its offset and print count decompressed bytes (written when true)
 
 
 def temporary(path: Path) -> Path:
@@ -94,8 +98,9 @@ class PositionsFile:
             if key not in entry:
                 continue
             value = entry[key]
-            if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
-                wanted = {int: "a whole number of at least 0", str: "a string", list: "a list"}[kind]
+            boolean = isinstance(value, bool)
+            if not isinstance(value, kind) or boolean is not (kind is bool) or (isinstance(value, int) and value < 0):
+                wanted = WANTED[kind]
                 raise self._error(f"{where}: {key} is {value!r}, not {wanted}")
         clock = entry.get("clock", [])
         if not all(_anchor(pair) for pair in clock):
@@ -109,7 +114,8 @@ class PositionsFile:
         if self.path is None or positions == self.saved:
             return
         private_dir(self.path.parent)
-        entries = [{key: getattr(p, key) for key in (*FIELDS, *OPTIONAL)} for p in positions]
+        keys = (*FIELDS, *OPTIONAL)
+        entries = [{key: getattr(p, key) for key in keys if key != "compressed" or p.compressed} for p in positions]
         payload = orjson.dumps({"version": VERSION, "files": entries}, option=orjson.OPT_INDENT_2)
         tmp = temporary(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)

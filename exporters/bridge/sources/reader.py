@@ -26,6 +26,12 @@ lines go out), unless its first new line has its own time. Lines that were there
 the saved anchors: the previous run may have shipped them. Container runtimes' lines carry the
 runtime's time, which wins; their files get no new anchor ahead of a save.
 
+A compressed file (``compressed.py``, ``compression: auto``) is decompressed whole once it is
+complete, when it is identified: from then on ``fd`` is the decompressed copy's, and the file is read,
+fingerprinted and positioned in decompressed bytes, like the plain file it was compressed from. One
+that cannot be read (cut short, corrupt, a form not supported) stays unidentified, with ``problem``
+saying why, until its bytes change.
+
 Threading: used under its tail source's lock only.
 """
 
@@ -40,6 +46,14 @@ from typing import Literal
 import orjson
 
 from obsbox.exporters.bridge.record import Block, Clock, Lines, Origin, Record, records_of
+from obsbox.exporters.bridge.sources.compressed import (
+    LONGEST,
+    Compression,
+    CompressionError,
+    decompress,
+    sniff,
+    sparse_copy,
+)
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
 from obsbox.exporters.bridge.sources.positions import Position
@@ -78,8 +92,15 @@ class FileReader:
         fingerprint_bytes: int,
         format: Literal["auto", "json", "cri", "docker"] = "auto",
         kubernetes_metadata: bool = True,
+        compression: Compression = "auto",
     ) -> None:
         self.path, self.fd, self.dev, self.ino = path, fd, dev, ino
+        self.compression = compression
+        self.compressed = ""  # the compression ``fd`` was decompressed from ("": a plain file)
+        self.raw_fd: int | None = None  # the file's own descriptor, when ``fd`` is its decompressed copy
+        self.problem: CompressionError | None = None  # why a compressed file cannot be read
+        self.tried: tuple[int, int] | None = None  # (size, mtime) of the last failed decompression
+        self.spared = False  # the decompressed copy keeps only its first and last bytes (``spare``)
         self.max_line_bytes = max_line_bytes
         self.read_chunk_bytes = read_chunk_bytes
         self.line_bytes = 0  # the mean line length last seen: a batch's last read takes what fits
@@ -112,7 +133,10 @@ class FileReader:
     # ---------------------------------------------------------------- identity and position
 
     def identify(self, allow_incomplete: bool = False) -> bool:
-        """Read the fingerprint; False (and nothing learnt) while the first line is incomplete."""
+        """Read the fingerprint; False (and nothing learnt) while the first line is incomplete, or
+        while a compressed file cannot be read yet."""
+        if self.compression == "auto" and not self.compressed and not self._decompressed(allow_incomplete):
+            return False
         fp = read_fingerprint(self.fd, self.fingerprint_bytes)
         if not fp.complete and not allow_incomplete:
             return False
@@ -121,6 +145,38 @@ class FileReader:
         self.format = detect_format(self.path, fp.head) if self.format_option == "auto" else self.format_option
         self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
+
+    def _decompressed(self, allow_incomplete: bool) -> bool:
+        """Is the file plain, or decompressed now? A compressed file that does not decode is judged
+        at the second look at the same bytes (it may still be being written at the first one),
+        at once in a --once run; then ``problem`` says why, until its size or mtime change."""
+        kind = sniff(os.pread(self.fd, LONGEST, 0))
+        if not kind:
+            return kind is None or allow_incomplete
+        st = os.fstat(self.fd)
+        stamp = (st.st_size, st.st_mtime_ns)
+        if self.problem is not None and self.tried == stamp:
+            return False
+        try:
+            plain = decompress(self.fd, kind)
+        except CompressionError as exc:
+            judged = allow_incomplete or self.tried == stamp or exc.kind == "compression_unsupported"
+            self.problem, self.tried = (exc if judged else None), stamp
+            return False
+        self.raw_fd, self.fd, self.compressed = self.fd, plain, kind
+        self.problem, self.size = None, os.fstat(plain).st_size
+        return True
+
+    def spare(self) -> None:
+        """A compressed file read and acknowledged to its end: its decompressed copy is replaced by a
+        sparse one of the same size, holding only what is still read of it (the head, for the saved
+        position's print and the first line's check; the bytes before the end, for a copy's check)."""
+        if not self.compressed or self.spared or not self.drained():
+            return
+        size = self.current_size()
+        plain = sparse_copy(self.fd, size, [(0, self.fingerprint_bytes), (max(0, size - SAMPLE), SAMPLE)])
+        os.close(self.fd)
+        self.fd, self.spared = plain, True
 
     def head_mark(self) -> tuple[str, int]:
         """The print a saved position keeps of this file: its first bytes, up to ``fingerprint_bytes``,
@@ -142,6 +198,8 @@ class FileReader:
         """Does this file hold the content ``saved`` was taken of? Judged on as many bytes as its
         print covers (the first line, for a position saved before prints covered more)."""
         covers = saved.fingerprint_bytes
+        if saved.compressed and not self.compressed:  # its offset counts decompressed bytes
+            return False
         if covers not in self.prints:  # many saved positions may be tried on one file at start
             first_line = read_fingerprint(self.fd, self.fingerprint_bytes).hex if not covers else None
             self.prints[covers] = head_print(self.fd, covers) if covers else first_line
@@ -272,8 +330,10 @@ class FileReader:
         return os.pread(self.fd, len(sample), end - len(sample)) == sample
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):  # EIO on close: the descriptor is released all the same
-            os.close(self.fd)
+        for fd in (self.fd, self.raw_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):  # EIO on close: the descriptor is released all the same
+                    os.close(fd)
 
     # ---------------------------------------------------------------- reading
 

@@ -21,6 +21,10 @@ How each rotation is handled:
 - copytruncate: the truncation is seen (size below our offset, or a changed first line). A copy that
   matches the globs was parked as "copy of" the original when it appeared; it now supplies the lines
   from where the original was read to, and the original restarts from the top.
+- compress (logrotate's ``compress``, ``delaycompress``): a compressed generation is known by its
+  magic bytes and read decompressed (see ``compressed``), so its first lines are those of the plain
+  file it was compressed from: parked as a copy of it while that file is open, or claiming its saved
+  position at a restart, it is not read again; one never seen before is read whole, once.
 - restart: saved positions are matched by inode and the file's first bytes (as many as the saved
   print covers), then by those bytes alone (the file was renamed or copied while we were down); a
   saved file that left the globs is looked for beside its old path and drained. How each was judged
@@ -48,14 +52,22 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from obsbox.exporters.bridge.component import Context, Source
 from obsbox.exporters.bridge.record import Batch, Lines, Record
 from obsbox.exporters.bridge.sources.access import nothing_matched
-from obsbox.exporters.bridge.sources.finder import COMPRESSED, find_files, find_rotated, may_name, watched_folders
+from obsbox.exporters.bridge.sources.compressed import Compression
+from obsbox.exporters.bridge.sources.finder import (
+    COMPRESSED,
+    NEVER_READ,
+    find_files,
+    find_rotated,
+    may_name,
+    watched_folders,
+)
 from obsbox.exporters.bridge.sources.fingerprint import DEFAULT_LIMIT
 from obsbox.exporters.bridge.sources.hold import Holder, folder_for
 from obsbox.exporters.bridge.sources.positions import Position, PositionsFile
@@ -70,11 +82,12 @@ TailCheckpoint = Mapping[FileMark, int]  # (file id, generation) → the offset 
 @dataclass
 class TailConfig:
     include: list[str]
-    exclude: list[str] = field(default_factory=lambda: list(COMPRESSED))
+    exclude: list[str] | None = None  # None: the compressed names not read (``skipped``)
     positions: Path | None = None
     save_positions: bool = True
     start_at: Literal["beginning", "end"] = "beginning"
     format: Literal["auto", "json", "cri", "docker"] = "auto"  # auto: per file, from its first line and path
+    compression: Compression = "auto"  # auto: gzip, bzip2, xz (zstd with its wheel) read, by magic bytes
     kubernetes_metadata: bool = True  # k8s.* resource attributes from kubelet's log paths
     max_line_bytes: int = 1024 * 1024
     read_chunk_bytes: int = 1024 * 1024
@@ -85,6 +98,14 @@ class TailConfig:
     # hard links that keep unread rotated files across a restart (hold.py): auto holds the files
     # container runtimes rotate; logrotate refuses to rotate or compress a file with another link
     hold_files: bool | Literal["auto"] = "auto"
+
+    @property
+    def skipped(self) -> list[str]:
+        """``exclude``; by default the compressed names that are not read (all of them with
+        ``compression: none``, which would read them as bytes)."""
+        if self.exclude is not None:
+            return self.exclude
+        return list(NEVER_READ if self.compression == "auto" else COMPRESSED)
 
     def __post_init__(self) -> None:
         if not self.include:
@@ -112,12 +133,13 @@ class TailSource(Source[TailCheckpoint]):
         holding = config.hold_files is not False and config.save_positions and not self.once
         self.tracker = Tracker(
             config.include,
-            config.exclude,
+            config.skipped,
             {
                 "max_line_bytes": config.max_line_bytes,
                 "read_chunk_bytes": config.read_chunk_bytes,
                 "fingerprint_bytes": config.fingerprint_bytes,
                 "format": config.format,
+                "compression": config.compression,
                 "kubernetes_metadata": config.kubernetes_metadata,
             },
             saved=self.positions.load(),
@@ -164,7 +186,7 @@ class TailSource(Source[TailCheckpoint]):
             unlooked.add(path)
             self.problems.report(("path", path), "stat", f"cannot look at {path}: {exc.strerror or exc}")
 
-        include, exclude = self.cfg.include, self.cfg.exclude
+        include, exclude = self.cfg.include, self.cfg.skipped
         found = find_files(include, exclude, matched=matched, failed=failed)
         self.failing.clear()
         self.tracker.update(found, find_rotated(include, exclude, found))
@@ -175,7 +197,7 @@ class TailSource(Source[TailCheckpoint]):
             if count:
                 self.problems.clear(("pattern", pattern), f"{pattern} matches {count} files")
             else:
-                self.problems.report(("pattern", pattern), *nothing_matched(pattern, self.cfg.exclude))
+                self.problems.report(("pattern", pattern), *nothing_matched(pattern, exclude))
         if self.problems.current:
             self.problems.retain("file", self.tracker.files)
             self.problems.retain("path", unlooked.union(found.values()))

@@ -196,6 +196,7 @@ class Tracker:
         for tracked in self.files.values():
             tracked.reader.recheck = True
         self._close_drained()
+        self._each(self.in_state(FileState.ACTIVE), lambda t: t.reader.spare())
         self.scans += 1
 
     def _forget_saved(self) -> None:
@@ -323,8 +324,14 @@ class Tracker:
 
     def _identify(self, tracked: Tracked) -> bool:
         """Learn the file's identity; False while its first line is still being written."""
-        if not tracked.reader.identify(allow_incomplete=self.once):
+        reader = tracked.reader
+        if not reader.identify(allow_incomplete=self.once):
+            if reader.problem is not None:
+                why = f"{tracked.path} {reader.problem}: not read, nothing of it shipped; read when it changes"
+                self.problems.report(("file", tracked.key), reader.problem.kind, why)
             return False
+        if reader.compressed:
+            self.problems.clear(("file", tracked.key), f"reading {tracked.path}, {reader.compressed}-compressed")
         self.metrics.file_format.set_path(tracked.path, tracked.reader.format)
         if self.once:
             tracked.reader.limit = os.fstat(tracked.reader.fd).st_size
@@ -540,7 +547,16 @@ class Tracker:
             reader = tracked.reader
             fingerprint, covers = reader.head_mark()
             entries.append(
-                Position(reader.path, reader.dev, reader.ino, fingerprint, reader.acked, covers, reader.clock)
+                Position(
+                    reader.path,
+                    reader.dev,
+                    reader.ino,
+                    fingerprint,
+                    reader.acked,
+                    covers,
+                    reader.clock,
+                    bool(reader.compressed),
+                )
             )
         return entries + self.saved
 
