@@ -171,9 +171,10 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
 def warming(data: float, window: float) -> str:
     """How much of its length a window holds: "warming up: 2 of 5 minutes", "12 minutes of 30 days"."""
     (have, have_unit), (want, want_unit) = _amount(data), _amount(window)
+    shown = round(have)  # the number printed decides the plural: "1 minute", not "1 minutes" for 1.4
     if have_unit == want_unit:
-        return f"warming up: {have:.0f} of {want:g} {_plural(want_unit, want)}"
-    return f"warming up: {have:.0f} {_plural(have_unit, have)} of {want:g} {_plural(want_unit, want)}"
+        return f"warming up: {shown} of {want:g} {_plural(want_unit, want)}"
+    return f"warming up: {shown} {_plural(have_unit, shown)} of {want:g} {_plural(want_unit, want)}"
 
 
 def _amount(seconds: float) -> tuple[float, str]:

@@ -169,6 +169,7 @@ def test_a_firing_alert_says_which_window_is_still_warming_up():
         (3 * 3600, 6 * 3600, "3 of 6 hours"),
         (600, 3 * DAY, "10 minutes of 3 days"),
         (60, 30 * DAY, "1 minute of 30 days"),
+        (84, 30 * DAY, "1 minute of 30 days"),  # 1.4 minutes, printed as 1: no plural
     ],
 )
 def test_warming_up_is_said_in_the_window_s_own_unit(data, window, said):
