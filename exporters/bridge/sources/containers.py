@@ -51,7 +51,7 @@ def detect_format(path: str, first_line: bytes) -> Format:
         return "cri"
     if line.startswith(b'{"log":"'):  # Docker writes its fields in this order; the line may exceed the head
         return "docker"
-    if "/var/log/pods/" in path or "/var/log/containers/" in path:
+    if in_kubelet_folders(path):
         return "cri"  # kubelet's folders hold CRI files; a first line that is not CRI is reported per line
     return "json"
 
@@ -60,7 +60,12 @@ def rotated_by_a_runtime(path: str) -> bool:
     """Is ``path`` a log file a container runtime rotates itself: kubelet's (``/var/log/pods``,
     ``/var/log/containers``) or Docker's json-file (``<id>-json.log``, ``.1``...)? They rename and
     compress in their own code, which does not mind a file's other hard links."""
-    return "/var/log/pods/" in path or "/var/log/containers/" in path or "-json.log" in os.path.basename(path)
+    return in_kubelet_folders(path) or "-json.log" in os.path.basename(path)
+
+
+def in_kubelet_folders(path: str) -> bool:
+    """Is ``path`` in kubelet's log folders (``/var/log/pods``, or its links in ``/var/log/containers``)?"""
+    return "/var/log/pods/" in path or "/var/log/containers/" in path
 
 
 def kubernetes_resource(path: str) -> tuple[tuple[str, str], ...]:
