@@ -328,10 +328,9 @@ class OtlpSink(OtlpHttpSink):
             attrs = file_attrs.get(rec.origin.path)
             if attrs is None or rec.parse_error or rec.truncated or rec.attributes:
                 attrs = self._attributes(rec)
-            if ts:
-                item = log_record(ts, observed, severity, body, attrs, rec.trace_id, rec.span_id)
-            else:  # no time of its own: observed when first read, the same on a replay (see ``untimed``)
-                item = log_record(0, untimed(rec, observed), severity, body, attrs, rec.trace_id, rec.span_id)
+            # no time of its own: observed when first read, the same on a replay (see ``untimed``)
+            seen = observed if ts else untimed(rec, observed)
+            item = log_record(ts or 0, seen, severity, body, attrs, rec.trace_id, rec.span_id)
             key = (service, rec.origin.resource)
             group = by_service.get(key)
             if group is None:
