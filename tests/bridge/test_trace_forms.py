@@ -379,3 +379,29 @@ def test_many_nested_objects_are_all_searched():
     line["ctx"] = {"trace_id": T32, "span_id": S16}
     rec = one(line)
     assert (rec.trace_id, rec.span_id) == (T32, S16)
+
+
+def test_a_header_logged_as_a_one_value_list_is_read_and_a_repeated_one_is_not():
+    # Caddy's access log keeps request headers as Go's http.Header: {"Traceparent": ["00-..."]}
+    header = f"00-{T32}-{S16}-01"
+    listed = one({"request": {"headers": {"Traceparent": [header]}}})
+    assert (listed.trace_id, listed.span_id) == (T32, S16)
+    twice = one({"request": {"headers": {"Traceparent": [header, header]}}})
+    assert twice.trace_id != T32
+
+
+def test_kubernetes_audit_id_correlates_unless_request_id_correlation_is_off():
+    event = {"kind": "Event", "auditID": "b2c6a43e-3c7e-4a3d-9d51-6b1f2a9e7c10", "stage": "ResponseComplete"}
+    first, second = one(event), one({**event, "stage": "RequestReceived"})
+    assert first.trace_id == second.trace_id != "b2c6a43e3c7e4a3d9d516b1f2a9e7c10"
+    off = one(event, request_id_correlation=False)
+    assert off.trace_id != first.trace_id
+
+
+def test_nginx_otel_parent_and_logger_json_span_complete_their_forms():
+    nginx = one({"otel_trace_id": T32, "otel_span_id": S16, "otel_parent_id": "b7ad6b7169203331"})
+    assert nginx.parent_span_id == "b7ad6b7169203331"
+    basic = one({"trace": "294740ce41cc9f202dedb563db123532", "span": "bff20904aa5883a6"})
+    assert (basic.trace_id, basic.span_id) == ("294740ce41cc9f202dedb563db123532", "bff20904aa5883a6")
+    alone = one({"span": "bff20904aa5883a6", "msg": "no trace"})
+    assert alone.span_id != "bff20904aa5883a6"

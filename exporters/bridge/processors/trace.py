@@ -211,10 +211,10 @@ class TraceProcessor(Processor):
                 prefix = self.norm.get(parent) or traceforms.normalize_key(parent)
                 for key, value in obj.items():
                     name = self.norm.get(key) or traceforms.normalize_key(key)
-                    if prefix + name in keys:
-                        found.setdefault(prefix + name, value)
-                    elif name in keys:
-                        found.setdefault(name, value)
+                    if prefix + name in keys or name in keys:
+                        # a header logged as Go's http.Header holds it, {"Traceparent": ["00-..."]}: its one value
+                        item = value[0] if type(value) is list and len(value) == 1 else value
+                        found.setdefault(prefix + name if prefix + name in keys else name, item)
                 _below(obj, below)
             level = below
 
@@ -257,8 +257,14 @@ class TraceProcessor(Processor):
         return ctx, source, found, fields
 
     def _request_id(self, found: dict[str, Any]) -> str | None:
-        value = found.get("xrequestid") if self.config.request_id_correlation else None
-        return value if isinstance(value, str) and value.strip() else None
+        """``x-request-id``, else Kubernetes' ``auditID``: values that name one request."""
+        if not self.config.request_id_correlation:
+            return None
+        for key in traceforms.CORRELATION_HEADERS:
+            value = found.get(key)
+            if isinstance(value, str) and value.strip():
+                return value
+        return None
 
     def _correlation(self, fields: dict[str, Any]) -> str | None:
         for key, path in self.correlation:

@@ -40,6 +40,7 @@ HEADERS = (
     "xdatadogparentid",
     "xrequestid",
     "xcloudtracecontext",
+    "auditid",
 )
 HEADER_PREFIXES = ("request", "http", "header")
 HEADER_ALIASES = {prefix + header: header for prefix in HEADER_PREFIXES for header in HEADERS}
@@ -303,13 +304,24 @@ def kong_trace_id(value: dict) -> str | None:
     return format(low, "032x") if low is not None else None
 
 
-def _pair(trace_key: str, span_key: str) -> Callable[[Mapping[str, Any]], Context | None]:
+def _pair(trace_key: str, span_key: str, parent_key: str = "") -> Callable[[Mapping[str, Any]], Context | None]:
     def read(found: Mapping[str, Any]) -> Context | None:
         value = found.get(trace_key)
         trace = kong_trace_id(value) if type(value) is dict else trace_hex(value)
-        return (trace, hex_id(found.get(span_key), 16), None) if trace else None
+        if trace is None:
+            return None
+        parent = hex_id(found[parent_key], 16) if parent_key and parent_key in found else None
+        return (trace, hex_id(found.get(span_key), 16), parent)
 
     return read
+
+
+def _logentry(found: Mapping[str, Any]) -> Context | None:
+    """A ``LogEntry``'s ``trace`` and ``spanId``; beside a bare ``trace``, logger_json's ``span``
+    (its Basic formatter writes the OTel IDs as ``trace`` and ``span``: TRACE_IDS.md)."""
+    if "trace" not in found:
+        return None
+    return gcp(found["trace"], found["spanid"] if "spanid" in found else found.get("span"))
 
 
 def _one(key: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
@@ -374,7 +386,7 @@ GCP_SPAN = normalize_key("logging.googleapis.com/spanId")
 FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "w3c": _one("traceparent", traceparent),
     "plain": _pair("traceid", "spanid"),
-    "otel_logging": _pair("oteltraceid", "otelspanid"),
+    "otel_logging": _pair("oteltraceid", "otelspanid", "otelparentid"),
     "clef": _pair("@tr", "@sp"),
     "request_id": _one("requestid", request_id),
     "activity_id": _activity,
@@ -383,7 +395,7 @@ FORMS: dict[str, Callable[[Mapping[str, Any]], Context | None]] = {
     "xray": _first("xamzntraceid", "xraytraceid", "awsxraytraceid", parse=xray),
     "datadog": _datadog,
     "gcp": lambda found: gcp(found[GCP_TRACE], found.get(GCP_SPAN)) if GCP_TRACE in found else None,
-    "gcp_logentry": lambda found: gcp(found["trace"], found.get("spanid")) if "trace" in found else None,
+    "gcp_logentry": _logentry,
     "gcp_header": _one("xcloudtracecontext", cloud_trace_context),
     "app_insights": _app_insights,
 }
@@ -415,10 +427,14 @@ SPAN_KEYS = (
     "xdatadogparentid",
     GCP_SPAN,
     "operationparentid",
+    "otelparentid",  # nginx's ngx_otel_module: $otel_parent_id
+    "span",  # logger_json's Basic formatter, beside its ``trace``
 )
 # Read besides the forms: Elastic APM's ``transaction.id`` (the span ID of a line logged in a
-# transaction without a span), and ``x-request-id`` (a correlation value, never a trace ID).
-EXTRA_KEYS = ("transactionid", "xrequestid")
+# transaction without a span); ``x-request-id`` and Kubernetes' ``auditID`` (correlation values,
+# never trace IDs).
+CORRELATION_HEADERS = ("xrequestid", "auditid")
+EXTRA_KEYS = ("transactionid", *CORRELATION_HEADERS)
 
 # Every normalized key any form reads.
 KEYS = frozenset({key for keys in TRIGGERS.values() for key in keys} | set(SPAN_KEYS) | set(EXTRA_KEYS))
