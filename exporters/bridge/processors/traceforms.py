@@ -359,13 +359,16 @@ def _datadog(found: Mapping[str, Any]) -> Context | None:
 def _app_insights(found: Mapping[str, Any]) -> Context | None:
     """Application Insights ``operation_Id`` (the W3C trace ID) with the ID of the request or
     dependency the item was logged in: ``operation_ParentId`` (classic export, 16 hex or the legacy
-    ``|trace.span.``), or ``ParentId`` (Log Analytics' ``AppTraces``). That item is the line's span."""
+    ``|trace.span.``), or ``ParentId`` (Log Analytics' ``AppTraces``). That item is the line's span.
+    A request or dependency row (``AppRequests``, ``AppDependencies``) has an ``Id`` of its own: then
+    that is the span and ``ParentId`` its caller's, the parent."""
     trace = trace_hex(found["operationid"]) if "operationid" in found else None
     if trace is None:
         return None
     parent = found.get("operationparentid", found.get("parentid"))
-    span = parent_span(parent) if isinstance(parent, str) else None
-    return (trace, span, None)
+    parent = parent_span(parent) if isinstance(parent, str) else None
+    own = parent_span(found["id"]) if isinstance(found.get("id"), str) else None
+    return (trace, own, parent) if own else (trace, parent, None)
 
 
 def _first(*keys: str, parse: Callable[[Any], Context | None]) -> Callable[[Mapping[str, Any]], Context | None]:
@@ -429,6 +432,7 @@ SPAN_KEYS = (
     "operationparentid",
     "otelparentid",  # nginx's ngx_otel_module: $otel_parent_id
     "span",  # logger_json's Basic formatter, beside its ``trace``
+    "id",  # an Application Insights request or dependency row's own ID, beside its ``OperationId``
 )
 # Read besides the forms: Elastic APM's ``transaction.id`` (the span ID of a line logged in a
 # transaction without a span); ``x-request-id`` and Kubernetes' ``auditID`` (correlation values,
