@@ -41,6 +41,7 @@ BRIDGE_READ_BYTES = "obsbox_bridge_read_bytes_total"  # {pipeline}
 BRIDGE_LINES_SHIPPED = "obsbox_bridge_lines_shipped_total"  # {sink, outcome}: delivered | dead_lettered
 BRIDGE_PARSE_ERRORS = "obsbox_bridge_parse_errors_total"  # {reason}
 BRIDGE_LINES_TRUNCATED = "obsbox_bridge_lines_truncated_total"
+BRIDGE_MULTILINE_LINES = "obsbox_bridge_multiline_lines_total"
 BRIDGE_REDACTIONS = "obsbox_bridge_redactions_total"  # {rule}
 BRIDGE_TRACE_IDS = "obsbox_bridge_trace_ids_total"  # {source}: the form it came in (w3c, xray_value, ...) or derived_*
 BRIDGE_RETRIES = "obsbox_bridge_retries_total"  # {sink, reason}

@@ -53,10 +53,11 @@ class DeadLetter:
                 "trace_id": rec.trace_id,
                 "span_id": rec.span_id,
             }
+            raw = rec.raw + rec.rest if rec.rest else rec.raw  # a multiline record's lines after its first
             try:
-                entry["line"] = rec.raw.decode("utf-8")
+                entry["line"] = raw.decode("utf-8")
             except UnicodeDecodeError:
-                entry["line_base64"] = base64.b64encode(rec.raw).decode()
+                entry["line_base64"] = base64.b64encode(raw).decode()
             lines.append(orjson.dumps(entry))
         if not records:  # a rejection the server did not attribute to particular records
             lines.append(orjson.dumps({"time": now, "sink": sink, "status": status, "reason": reason}))

@@ -40,16 +40,16 @@ class Changes:
     trace_ids: Column
     span_ids: Column
     parents: Column
-    sparse: dict[int, tuple[bytes | None, str | None, dict[str, str] | None]]
+    sparse: dict[int, tuple[bytes | None, str | None, dict[str, str] | None, bytes]]  # ..., rest
     fields: list[dict[str, Any] | None] | None = None
     lines: list[bytes | None] | None = None
 
     @classmethod
     def of(cls, records: list[Record], originals: list[bytes], whole: bool) -> Changes:
         sparse = {
-            index: (rec.raw if rec.raw is not raw else None, rec.parse_error, rec.attributes)
+            index: (rec.raw if rec.raw is not raw else None, rec.parse_error, rec.attributes, rec.rest)
             for index, (rec, raw) in enumerate(zip(records, originals, strict=True))
-            if rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw
+            if rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw or rec.rest
         }
         return cls(
             column([rec.trace_id for rec in records], 32),
@@ -64,11 +64,11 @@ class Changes:
         trace_ids, span_ids, parents = ids_of(self.trace_ids, 32), ids_of(self.span_ids, 16), ids_of(self.parents, 16)
         for rec, trace_id, span_id, parent in zip(records, trace_ids, span_ids, parents, strict=True):
             rec.trace_id, rec.span_id, rec.parent_span_id = trace_id, span_id, parent
-        for index, (raw, error, attributes) in self.sparse.items():
+        for index, (raw, error, attributes, rest) in self.sparse.items():
             rec = records[index]
             if raw is not None:
                 rec.raw = raw
-            rec.parse_error, rec.attributes = error, attributes
+            rec.parse_error, rec.attributes, rec.rest = error, attributes, rest
         if self.fields is not None:
             for rec, fields in zip(records, self.fields, strict=True):
                 rec.fields = fields

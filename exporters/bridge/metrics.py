@@ -70,6 +70,10 @@ class BridgeMetrics:
         self.truncated = t.counter(
             c.BRIDGE_LINES_TRUNCATED, "Lines longer than max_line_bytes, shipped truncated and flagged."
         )
+        self.multiline_lines = t.counter(
+            c.BRIDGE_MULTILINE_LINES,
+            "Lines added to the record before them (a stack trace's lines), so not records of their own.",
+        )
         self.redactions = t.counter(c.BRIDGE_REDACTIONS, "Secrets replaced by [REDACTED], by rule.", ["rule"])
         self.trace_ids = t.counter(
             c.BRIDGE_TRACE_IDS, "Records by where their trace ID came from (a legacy form, or derived).", ["source"]

@@ -65,6 +65,8 @@ class Record:
     (OTLP, Loki) never pay for it. Trace context is kept as lowercase hex strings, the W3C form.
     ``attributes`` (None until a source or processor adds one) are string pairs the Loki sink ships
     as structured metadata and the OTLP sink as LogRecord attributes.
+    ``rest`` holds the lines a multiline record adds to its first one (a stack trace), each after a
+    newline, as read: processors work on ``raw``, the first line; sinks ship ``raw + rest``.
     """
 
     __slots__ = (
@@ -77,6 +79,7 @@ class Record:
         "parent_span_id",
         "parse_error",
         "raw",
+        "rest",
         "span_id",
         "trace_id",
         "truncated",
@@ -84,6 +87,7 @@ class Record:
 
     def __init__(self, raw: bytes, origin: Origin, offset: int, truncated: bool = False) -> None:
         self.raw = raw
+        self.rest = b""
         self.origin = origin
         self.offset = offset
         self.truncated = truncated
@@ -101,6 +105,10 @@ class Record:
         if self.injector is not None:
             self.out, self.injector = self.injector(self), None
         return self.raw if self.out is None else self.out
+
+    def whole(self) -> bytes:
+        """The enriched line and the lines a multiline record adds to it, as read."""
+        return self.line() + self.rest if self.rest else self.line()
 
     def service(self) -> str | None:
         """The service the line names, else its attributes (an OTLP/JSON record's resource), else
@@ -135,7 +143,7 @@ class Record:
         Broken UTF-8 is replaced, not dropped; such records carry ``parse_error`` so the receiver
         can tell.
         """
-        return self.raw.decode("utf-8", "replace")
+        return (self.raw + self.rest if self.rest else self.raw).decode("utf-8", "replace")
 
     def __repr__(self) -> str:
         return f"Record({self.origin.path}@{self.offset}, trace_id={self.trace_id}, raw={self.raw[:60]!r})"

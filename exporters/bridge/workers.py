@@ -78,14 +78,14 @@ PR_SET_PDEATHSIG = 1
 class Packed:
     """A batch on its way to a worker, as a few objects rather than several per line: per run of
     lines from one file, the file's origin, the lines, and where they start; and the rare per-line
-    extras (truncated, attributes) by index.
+    extras (truncated, attributes, a multiline record's ``rest``) by index.
 
     A run is (origin, data, lengths, offsets): a :class:`Block` as read, (origin, its bytes, None,
     its offset); or Records, (origin, their lines joined, their lengths, their offsets), the
     lengths and offsets as arrays of int64. ``data`` is a ``slots.Part`` while in a slot."""
 
     runs: list[tuple[Any, Any, bytes | None, bytes | int]]
-    extras: dict[int, tuple[bool, dict[str, str] | None]]
+    extras: dict[int, tuple[bool, dict[str, str] | None, bytes]]
     slot: str | None = None  # the shared-memory slot holding the lines (see ``slots``)
 
 
@@ -205,7 +205,7 @@ def why_not(processors: Sequence[ComponentSpec]) -> str | None:
 
 def pack(lines: Lines) -> Packed:
     runs: list[tuple[Any, Any, bytes | None, bytes | int]] = []
-    extras: dict[int, tuple[bool, dict[str, str] | None]] = {}
+    extras: dict[int, tuple[bool, dict[str, str] | None, bytes]] = {}
     index = 0
     for is_block, group in itertools.groupby(lines.items, key=lambda item: type(item) is Block):
         if is_block:
@@ -226,9 +226,9 @@ def pack(lines: Lines) -> Packed:
                 )
             )
         extras.update(
-            (index + at, (rec.truncated, rec.attributes))
+            (index + at, (rec.truncated, rec.attributes, rec.rest))
             for at, rec in enumerate(records)
-            if rec.truncated or rec.attributes is not None
+            if rec.truncated or rec.attributes is not None or rec.rest
         )
         index += len(records)
     return Packed(runs, extras)
@@ -245,8 +245,9 @@ def unpack(packed: Packed) -> list[Record]:
         where.frombytes(offsets)  # type: ignore[arg-type] # Records' offsets
         lines = [data[start:end] for start, end in itertools.pairwise(itertools.accumulate(sizes, initial=0))]
         records.extend(map(Record, lines, itertools.repeat(origin), where))
-    for index, (truncated, attributes) in packed.extras.items():
-        records[index].truncated, records[index].attributes = truncated, attributes
+    for index, (truncated, attributes, rest) in packed.extras.items():
+        rec = records[index]
+        rec.truncated, rec.attributes, rec.rest = truncated, attributes, rest
     return records
 
 
@@ -274,7 +275,7 @@ class WorkResult:
             for raw, offset, origin, truncated, *rest in self.records or []:
                 rec = Record(raw, origin, offset, truncated)
                 rec.trace_id, rec.span_id, rec.parent_span_id, rec.parse_error, rec.attributes = rest[:5]
-                fields, line = rest[5:]
+                fields, line, rec.rest = rest[5:]
                 if fields is not None:
                     rec.fields = fields
                 rec.out = line
@@ -399,6 +400,7 @@ def process(packed: Packed) -> WorkResult:
                 rec.attributes,
                 rec.fields if whole else None,
                 rec.line() if whole and rec.injector is not None else None,
+                rec.rest,
             )
             for rec in records
         ]

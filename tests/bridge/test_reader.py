@@ -134,7 +134,7 @@ def test_a_batch_back_from_a_worker_is_made_into_records_only_when_read():
     origin = Origin("/var/log/a.log", b"a" * 16)
     lines = Lines()
     lines.append(block_of(origin, 0, 4, 0))
-    changes = Changes("a" * 32 * 4, "b" * 16 * 4, [None] * 4, {2: (None, "invalid_json", None)})
+    changes = Changes("a" * 32 * 4, "b" * 16 * 4, [None] * 4, {2: (None, "invalid_json", None, b"")})
     batch = Deferred(lines, changes)
     tail = batch[1:3]
     assert len(batch) == 4 and len(tail) == 2 and batch.made is None, "lengths and slices make nothing"

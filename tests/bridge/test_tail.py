@@ -257,7 +257,10 @@ def test_a_copy_taking_over_mid_batch_is_acknowledged_only_through_that_batch(tm
     acknowledged until their batch is, or a copy closed early would drop them."""
     log = tmp_path / "app.log"
     log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
-    config = build(TailConfig, {"include": [str(tmp_path / "app.log*")], "positions": str(tmp_path / "pos.json")})
+    config = build(
+        TailConfig,
+        {"include": [str(tmp_path / "app.log*")], "positions": str(tmp_path / "pos.json"), "multiline": "none"},
+    )
     source = TailSource(config, context(state_dir=tmp_path))
     try:
         in_flight = source.poll(100, 1 << 20)  # read, not yet acknowledged
@@ -290,6 +293,7 @@ def test_a_copy_taking_over_is_acknowledged_when_one_batch_also_carries_the_new_
     options = {
         "include": [str(tmp_path / "app.log*")],
         "positions": str(positions),
+        "multiline": "none",
         "rotate_wait": 0,
         "hold_files": True,
     }
@@ -324,7 +328,12 @@ def test_a_copy_taking_over_is_acknowledged_after_its_original_was_closed(tmp_pa
     carried its last lines still waits for a sink; that batch's acknowledgement still reaches the copy."""
     log = tmp_path / "app.log"
     log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(5)))
-    options = {"include": [str(tmp_path / "app.log*")], "positions": str(tmp_path / "pos.json"), "rotate_wait": 0}
+    options = {
+        "include": [str(tmp_path / "app.log*")],
+        "positions": str(tmp_path / "pos.json"),
+        "multiline": "none",
+        "rotate_wait": 0,
+    }
     source = TailSource(build(TailConfig, options), context(state_dir=tmp_path))
     try:
         in_flight = source.poll(100, 1 << 20)
@@ -347,7 +356,10 @@ def test_a_file_that_grew_unread_while_rotated_away_is_not_closed_as_drained(tmp
     it had when opened must not make it look drained."""
     log = tmp_path / "app.log"
     log.touch()
-    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "rotate_wait": 0})
+    config = build(
+        TailConfig,
+        {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "multiline": "none", "rotate_wait": 0},
+    )
     source = TailSource(config, context(state_dir=tmp_path))
     try:
         source.scan()  # opened while empty
@@ -368,7 +380,7 @@ def test_lag_and_age_count_lines_read_but_not_acknowledged_on_every_scan(tmp_pat
     file's size minus what was acknowledged, measured at every scan, not only at commit."""
     log = tmp_path / "app.log"
     log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(50)))
-    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json")})
+    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "multiline": "none"})
     source = TailSource(config, context(state_dir=tmp_path))
     registry = source.metrics.registry
     path = {"path": str(log)}
@@ -471,7 +483,9 @@ def docker_files(folder: Path) -> tuple[list[bytes], Path, Path]:
 def test_a_line_cut_across_a_rotation_keeps_the_older_position_until_it_is_acknowledged(tmp_path):
     lines, older, live = docker_files(tmp_path)
     positions = tmp_path / "pos.json"
-    config = build(TailConfig, {"include": [str(live)], "positions": str(positions), "hold_files": False})
+    config = build(
+        TailConfig, {"include": [str(live)], "positions": str(positions), "multiline": "none", "hold_files": False}
+    )
     source = TailSource(config, context(state_dir=tmp_path))
     try:
         first = source.poll(100, 1 << 20)
@@ -527,7 +541,9 @@ def test_a_generation_deleted_while_stopped_and_held_by_a_link_is_read_before_it
         return b"".join(entry(orjson.dumps({"seq": n}) + b"\n", "stdout", moment) for n in seqs)
 
     live.write_bytes(docker_lines(range(5)))
-    config = build(TailConfig, {"include": [str(live)], "positions": str(tmp_path / "state" / "pos.json")})
+    config = build(
+        TailConfig, {"include": [str(live)], "positions": str(tmp_path / "state" / "pos.json"), "multiline": "none"}
+    )
     first = TailSource(config, context(state_dir=tmp_path / "state"))
     first.commit(first.poll(100, 1 << 20).checkpoint)
     with open(live, "ab") as fh:  # written, then rotated away and deleted, while the bridge is down

@@ -153,6 +153,7 @@ def first_batch(tmp_path: Path, lines: int) -> list[tuple[list[int], bool]]:
     log.write_bytes(b"".join(orjson.dumps({"seq": i}) + b"\n" for i in range(lines)))
     data = config(log, tmp_path / f"state-{lines}", {"file": {"path": str(tmp_path / "out.jsonl")}}, 2, once=False)
     data["pipelines"]["logs"]["batch"] = {"max_records": 8_000, "timeout": 0.2}
+    data["sources"]["tail"]["multiline"] = "none"  # every line of the read in the first batch
     bridge = Bridge(bridge_config.from_data(data))
     pipeline, ahead = bridge.pipelines[0], deque()
     try:

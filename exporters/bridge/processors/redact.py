@@ -175,9 +175,22 @@ class RedactProcessor(Processor):
                 rec.raw, rec.out = raw, out
                 if rec.fields is not None:
                     self.reparse(rec)
+        for rec in records:
+            if rec.rest:
+                rec.rest = self.clean_rest(rec.rest, counts)
         for name, count in counts.items():
             self.context.metrics.redactions.labels(name).inc(count)
         return records
+
+    def clean_rest(self, rest: bytes, counts: Counter[str]) -> bytes:
+        """The lines a multiline record adds to its first one (a stack trace: exception messages
+        hold secrets), redacted as text by every rule the prefilter finds a match for."""
+        tried = {number for numbers, _ in self.prefilter.scan(rest) for number in numbers} if self.prefilter else ()
+        for number, (rule, regex) in enumerate(self.rules):
+            if number in tried:
+                rest, hits = rule.apply(regex, rest, False)
+                counts[rule.name] += hits
+        return rest
 
     def reparse(self, rec: Record) -> None:
         """Read the clean line's fields again. A custom rule may have broken the JSON: the line then

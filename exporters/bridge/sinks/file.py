@@ -44,7 +44,7 @@ class FileConfig:
 
 def lines(records: list[Record]) -> bytes:
     """The batch as the bytes a line sink writes: each record's line, newline-terminated."""
-    return b"\n".join([rec.line() for rec in records]) + b"\n" if records else b""
+    return b"\n".join([rec.whole() if rec.rest else rec.line() for rec in records]) + b"\n" if records else b""
 
 
 class LineEncoding:

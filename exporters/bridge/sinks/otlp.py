@@ -321,7 +321,7 @@ class OtlpSink(OtlpHttpSink):
             fields = rec.fields
             if fields is not None:
                 ts, severity, service = well_known(rec, fields)
-                body = rec.raw  # parsed JSON is valid UTF-8
+                body = rec.text().encode() if rec.rest else rec.raw  # parsed JSON is valid UTF-8
             else:
                 ts, severity, service = rec.time_ns(), self._severity(None), self.service_of(rec)
                 body = rec.text().encode()

@@ -56,6 +56,7 @@ from obsbox.exporters.bridge.sources.compressed import (
 )
 from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
+from obsbox.exporters.bridge.sources.multiline import Grouper, MultilineConfig
 from obsbox.exporters.bridge.sources.positions import Position
 from obsbox.logfields import timestamp_ns
 
@@ -93,6 +94,7 @@ class FileReader:
         format: Literal["auto", "json", "cri", "docker"] = "auto",
         kubernetes_metadata: bool = True,
         compression: Compression = "auto",
+        multiline: MultilineConfig | None = None,
     ) -> None:
         self.path, self.fd, self.dev, self.ino = path, fd, dev, ino
         self.compression = compression
@@ -129,6 +131,8 @@ class FileReader:
         self.clock_taken = 0.0  # monotonic time of the newest anchor; 0: renewed at the next read
         self.replay_end = 0  # a resumed file's size at start: lines before it may have been shipped
         self.unsaved = False  # an anchor was renewed that the positions file does not hold yet
+        rules = multiline.compile() if multiline is not None else None
+        self.grouper = Grouper(rules, max_line_bytes) if rules is not None else None  # see _split_grouped
 
     # ---------------------------------------------------------------- identity and position
 
@@ -220,6 +224,8 @@ class FileReader:
         self.partial, self.skipping = b"", None
         if self.joiner is not None:
             self.joiner.reset()
+        if self.grouper is not None:
+            self.grouper.open.clear()
         self.clock_taken, self.unsaved = 0.0, False
         self.replay_end = self.current_size() if clock else 0
         self._set_clock(clock or ((offset, time.time_ns()),))
@@ -264,7 +270,8 @@ class FileReader:
         """Offset of the first byte not yet part of an emitted line (or of a join still open)."""
         start = self.skipping.offset if self.skipping is not None else self.read_offset - len(self.partial)
         joined = self.joiner.pending_start() if self.joiner is not None else None
-        return start if joined is None else min(start, joined)
+        grouped = self.grouper.pending_start() if self.grouper is not None else None
+        return min(offset for offset in (start, joined, grouped) if offset is not None)
 
     def line_boundary_before(self, offset: int) -> int:
         """The start of the line that holds ``offset`` (looking back at most ``max_line_bytes``)."""
@@ -282,7 +289,12 @@ class FileReader:
         return time.monotonic() - self.last_growth
 
     def has_partial(self) -> bool:
-        return bool(self.partial) or self.skipping is not None or bool(self.joiner and self.joiner.open)
+        return (
+            bool(self.partial)
+            or self.skipping is not None
+            or bool(self.joiner and self.joiner.open)
+            or bool(self.grouper and self.grouper.open)
+        )
 
     def drained(self) -> bool:
         """Everything written so far was read and acknowledged, and no partial line waits."""
@@ -310,6 +322,10 @@ class FileReader:
             return False
         older.joiner.hand_over(self.joiner, older.origin)
         older.handed = older.read_offset
+        if older.grouper is not None and self.grouper is not None:  # its held records go first
+            closed: list[Record] = []
+            older.grouper.flush(closed)
+            self.grouper.ready[:0] = [(index - len(closed), rec) for index, rec in enumerate(closed)]
         return True
 
     def joining(self) -> bool:
@@ -376,7 +392,8 @@ class FileReader:
         self.sample = (self.read_offset, tail)
         result.bytes_read = len(data)
         if self.joiner is None:
-            result.overlong = self._split(data, out, room)
+            split = self._split if self.grouper is None else self._split_grouped
+            result.overlong = split(data, out, room)
         else:
             result.overlong = self._split_entries(data, out, room)
         return result
@@ -507,14 +524,111 @@ class FileReader:
                 break
             joiner.feed(line, pos, origin, joined)
             pos += len(line) + 1
-        out.extend(joined)
-        open_at = joiner.pending_start()
-        self.emitted = pos if open_at is None else min(pos, open_at)
+        if self.grouper is not None:
+            self.grouper.feed(joined, out)  # type: ignore[arg-type] # appends Records
+        else:
+            out.extend(joined)
+        grouped = self.grouper.pending_start() if self.grouper is not None else None
+        open_at = [at for at in (joiner.pending_start(), grouped) if at is not None]
+        self.emitted = min([pos, *open_at])
         if len(partial) > self.max_line_bytes * 2:  # an entry that never ends: keep its start, flagged
             self.skipping = Record(partial[: self.max_line_bytes], origin, pos, truncated=True)
             partial = b""
         self.partial = partial
         return sum(1 for rec in joined if rec.truncated)
+
+    def _split_grouped(self, data: bytes, out: Lines, room: int) -> int:
+        """``_split`` with multiline records: the lines of a record still open (at least the last
+        line read, which the next line may continue) stay in ``partial``, so ``emitted`` stays at
+        its first line and a saved position never falls inside it; they are read again with the
+        next bytes. A read of JSON lines only (``Rules.plain_block``) is still one Block."""
+        grouper = self.grouper
+        assert grouper is not None
+        before = len(out)
+        start = self._lines_from(data, out)
+        if start is None:
+            return 0  # still inside the overlong line; its bytes are skipped
+        joined, base = start
+        overlong = len(out) - before
+        room -= overlong
+        end = joined.rfind(b"\n") + 1
+        max_line = self.max_line_bytes
+        if (
+            end
+            and base
+            and len(joined) - end <= max_line
+            and grouper.rules.plain_block(joined, end)
+            and (end <= max_line or _lines_within(joined, end, max_line))
+        ):
+            last = joined.rfind(b"\n", 0, end - 1) + 1  # the last whole line, held
+            lines, cut = _count_lines(joined, last, room)
+            if cut < last:  # batch full: give the rest back, to be read again next poll
+                self.read_offset, self.partial, last = base + cut, b"", cut
+            else:
+                self.partial = joined[last:]
+            if lines:
+                out.append(Block(self.origin, joined[:last], base, lines))
+                self.line_bytes = last // lines
+            self.emitted = base + last
+            return overlong
+        parts = joined[:end].split(b"\n")
+        parts.pop()
+        tail, origin, pos = joined[end:], self.origin, base
+        records: list[Record] = []
+        for line in parts:
+            if len(records) == room:  # batch full: give the rest back, to be read again next poll
+                self.read_offset, tail = pos, b""
+                break
+            raw = line[3:] if pos == 0 and line.startswith(BOM) else line
+            records.append(Record(raw[:max_line], origin, pos, truncated=len(raw) > max_line))
+            pos += len(line) + 1
+        overlong += sum(rec.truncated for rec in records)
+        grouped: list[Record] = []
+        grouper.feed(records, grouped)
+        held = grouper.open.get(None)
+        if held is not None and (held.first.truncated or len(tail) > max_line):
+            grouper.close(None, grouped)  # cannot be held: an overlong line, or one after it
+            held = None
+        grouper.open.clear()  # the record still open is held in ``partial``, read again next time
+        out.extend(grouped)
+        hold = held.first.offset if held is not None else pos
+        self.emitted = hold
+        self.partial = joined[hold - base : pos - base] + tail if hold < pos else b""
+        if held is None:
+            self._keep_partial(tail, pos)
+        return overlong
+
+    def group_due(self) -> bool:
+        """A multiline record is held, and its file has not grown for the rules' timeout."""
+        grouper = self.grouper
+        if grouper is None or self.idle_for() < grouper.rules.timeout:
+            return False
+        return bool(grouper.open) if self.joiner is not None else b"\n" in self.partial
+
+    def take_group(self) -> list[Record]:
+        """The multiline records held open, as they stand: the next line did not come in time (or
+        a bounded read ended). Their lines are whole: ``emitted`` moves past them."""
+        grouper, records = self.grouper, list[Record]()
+        if grouper is None:
+            return records
+        if self.joiner is not None:
+            grouper.flush(records)
+            self.emitted = self.line_start()
+            return records
+        end = self.partial.rfind(b"\n") + 1
+        if end:
+            base = self.read_offset - len(self.partial)
+            lines = self.partial[:end].split(b"\n")
+            lines.pop()
+            bom = 3 if base == 0 and lines[0].startswith(BOM) else 0
+            lines[0] = lines[0][bom:]
+            taken = records_of(lines, self.origin, base + bom)
+            taken[0].offset = base  # a byte order mark is kept in the file's bytes, not in the line
+            grouper.feed(taken, records)
+            grouper.flush(records)
+            self.partial = self.partial[end:]
+            self.emitted = self.read_offset - len(self.partial)
+        return records
 
     def take_partial(self, advance: bool = True) -> list[Record]:
         """The lines that will never be completed (the writer moved on, or a bounded read ended):
@@ -522,6 +636,7 @@ class FileReader:
 
         ``advance=False`` (--once) leaves ``emitted`` before them, so a later run completes them."""
         records: list[Record] = []
+        records += self.take_group()  # whole lines: ``emitted`` moves past them
         if self.joiner is not None:
             self.joiner.flush(self.origin, records)
         if self.skipping is not None:

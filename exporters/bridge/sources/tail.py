@@ -54,10 +54,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from obsbox.config import FieldError
 from obsbox.exporters.bridge.component import Context, Source
 from obsbox.exporters.bridge.record import Batch, Lines, Record
+from obsbox.exporters.bridge.sources import multiline
 from obsbox.exporters.bridge.sources.access import nothing_matched
 from obsbox.exporters.bridge.sources.compressed import Compression
 from obsbox.exporters.bridge.sources.finder import (
@@ -98,6 +100,9 @@ class TailConfig:
     # hard links that keep unread rotated files across a restart (hold.py): auto holds the files
     # container runtimes rotate; logrotate refuses to rotate or compress a file with another link
     hold_files: bool | Literal["auto"] = "auto"
+    # stack traces grouped with their line (multiline.py): auto, none, [java, python, ...], or a
+    # custom rule (start_pattern, condition_pattern, mode); timeout: how long an open record is held
+    multiline: Any = "auto"
 
     @property
     def skipped(self) -> list[str]:
@@ -112,6 +117,10 @@ class TailConfig:
             raise ValueError("include needs at least one file or glob")
         if self.max_line_bytes < 64:
             raise ValueError("max_line_bytes must be at least 64")
+        try:
+            self.multiline = multiline.parse(self.multiline)
+        except ValueError as exc:
+            raise FieldError("multiline", str(exc)) from None
         for name in ("read_chunk_bytes", "max_open_files"):  # at 0 the source reads nothing, for ever
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -141,6 +150,7 @@ class TailSource(Source[TailCheckpoint]):
                 "format": config.format,
                 "compression": config.compression,
                 "kubernetes_metadata": config.kubernetes_metadata,
+                "multiline": config.multiline,
             },
             saved=self.positions.load(),
             holder=Holder(folder_for(positions_path) if holding else None, every=config.hold_files is True),
@@ -285,6 +295,12 @@ class TailSource(Source[TailCheckpoint]):
             last = self.tracker.truncated(tracked, seen.truncated, seen.previous_size)
         elif not seen.grew and self.tracker.at_rest(tracked):
             last = tracked.reader.take_partial(advance=not self.once)
+        elif not seen.grew and tracked.reader.group_due():
+            last = tracked.reader.take_group()
+        grouper = tracked.reader.grouper
+        if grouper is not None and grouper.grouped:
+            self.metrics.multiline_lines.inc(grouper.grouped)
+            grouper.grouped = 0
         if last:
             out.extend(last)
             self.metrics.truncated.inc(sum(1 for rec in last if rec.truncated))
