@@ -1,4 +1,5 @@
-"""obsbox.exporters: instrumentation for Python gateways, and the log bridge (``.bridge``).
+"""obsbox.exporters: instrumentation for Python gateways (``.instrumentation``), the log bridge
+(``.bridge``) and the demo (``.demo``).
 
 ``instrument(app)`` wraps an ASGI or WSGI app; ``stage()`` and the ``record_*`` functions let the
 app report what only it knows; ``JsonFormatter`` and ``LokiTraceHandler`` put trace IDs in logs.
@@ -9,30 +10,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from obsbox.exporters.lazy import lazy_exports
+from obsbox.lazy import lazy_exports
 
 _EXPORTS = {
-    "instrument": "instrumentation",
-    "InstrumentConfig": "instrumentation",
-    "Instrumentation": "instrumentation",
-    "OtelConfig": "otel_setup",
-    "stage": "stages",
-    "record_stage": "stages",
-    "current_request": "request",
-    "set_model": "request",
-    "set_route": "request",
-    "record_cache": "request",
-    "record_prefill": "request",
-    "record_decode": "request",
-    "record_decode_warmup": "request",
-    "record_embedding_stall": "request",
-    "set_gpu_memory_utilization": "request",
-    "GatewayMetrics": "gateway_metrics",
-    "JsonFormatter": "jsonlog",
-    "TraceContextFilter": "jsonlog",
-    "LokiTraceHandler": "loki_handler",
-    "NvmlCollector": "gpu",
-    "ActivityIdGenerator": "propagation",
+    "instrument": "instrumentation.instrument",
+    "InstrumentConfig": "instrumentation.core",
+    "Instrumentation": "instrumentation.core",
+    "OtelConfig": "instrumentation.otel_setup",
+    "stage": "instrumentation.stages",
+    "record_stage": "instrumentation.stages",
+    "current_request": "instrumentation.request",
+    "set_model": "instrumentation.request",
+    "set_route": "instrumentation.request",
+    "record_cache": "instrumentation.request",
+    "record_prefill": "instrumentation.request",
+    "record_decode": "instrumentation.request",
+    "record_decode_warmup": "instrumentation.request",
+    "record_embedding_stall": "instrumentation.request",
+    "set_gpu_memory_utilization": "instrumentation.request",
+    "GatewayMetrics": "instrumentation.gateway_metrics",
+    "JsonFormatter": "instrumentation.jsonlog",
+    "TraceContextFilter": "instrumentation.jsonlog",
+    "LokiTraceHandler": "instrumentation.loki_handler",
+    "NvmlCollector": "instrumentation.gpu",
+    "ActivityIdGenerator": "instrumentation.propagation",
 }
 
 __all__ = [
@@ -60,14 +61,15 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from obsbox.exporters.gateway_metrics import GatewayMetrics
-    from obsbox.exporters.gpu import NvmlCollector
-    from obsbox.exporters.instrumentation import Instrumentation, InstrumentConfig, instrument
-    from obsbox.exporters.jsonlog import JsonFormatter, TraceContextFilter
-    from obsbox.exporters.loki_handler import LokiTraceHandler
-    from obsbox.exporters.otel_setup import OtelConfig
-    from obsbox.exporters.propagation import ActivityIdGenerator
-    from obsbox.exporters.request import (
+    from obsbox.exporters.instrumentation.core import Instrumentation, InstrumentConfig
+    from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics
+    from obsbox.exporters.instrumentation.gpu import NvmlCollector
+    from obsbox.exporters.instrumentation.instrument import instrument
+    from obsbox.exporters.instrumentation.jsonlog import JsonFormatter, TraceContextFilter
+    from obsbox.exporters.instrumentation.loki_handler import LokiTraceHandler
+    from obsbox.exporters.instrumentation.otel_setup import OtelConfig
+    from obsbox.exporters.instrumentation.propagation import ActivityIdGenerator
+    from obsbox.exporters.instrumentation.request import (
         current_request,
         record_cache,
         record_decode,
@@ -78,7 +80,7 @@ if TYPE_CHECKING:
         set_model,
         set_route,
     )
-    from obsbox.exporters.stages import record_stage, stage
+    from obsbox.exporters.instrumentation.stages import record_stage, stage
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS, globals())

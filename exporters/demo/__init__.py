@@ -7,7 +7,7 @@ imported on first use, so the CLI does not load uvicorn and the SDK until a comm
 
 from __future__ import annotations
 
-from obsbox.exporters.lazy import lazy_exports
+from obsbox.lazy import lazy_exports
 
 _EXPORTS = {
     "DemoGateway": "gateway",

@@ -24,8 +24,8 @@ from obsbox.exporters.demo.latency import LatencyModel
 from obsbox.exporters.demo.legacylog import LegacyLogWriter
 from obsbox.exporters.demo.pipeline import Chat, Pipeline, RequestFailedError
 from obsbox.exporters.demo.scenarios import Scenario, scenario
-from obsbox.exporters.instrumentation import InstrumentConfig
-from obsbox.exporters.labels import OTHER
+from obsbox.exporters.instrumentation.core import InstrumentConfig
+from obsbox.exporters.instrumentation.labels import OTHER
 
 ROUTE = "/v1/chat/completions"
 MODELS = ("code-small", "code-large")

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from obsbox.exporters.propagation import guid_from_trace_id
+from obsbox.exporters.instrumentation.propagation import guid_from_trace_id
 
 # LatencyBreakdown keys, in stage order (conventions.STAGES).
 BREAKDOWN_KEYS = {

@@ -8,7 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from obsbox import conventions
-from obsbox.exporters import NvmlCollector, instrument, metric_plugins
+from obsbox.exporters import NvmlCollector, instrument
+from obsbox.exporters.instrumentation import metric_plugins
 from tests.exporters.servers import no_otlp, promtool_check_metrics
 
 

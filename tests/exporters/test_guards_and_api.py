@@ -19,9 +19,9 @@ from obsbox.exporters import (
     set_model,
     stage,
 )
-from obsbox.exporters.labels import BoundedLabel, RouteTemplates
-from obsbox.exporters.otel_setup import build
-from obsbox.exporters.propagation import guid_from_trace_id, trace_id_from_guid
+from obsbox.exporters.instrumentation.labels import BoundedLabel, RouteTemplates
+from obsbox.exporters.instrumentation.otel_setup import build
+from obsbox.exporters.instrumentation.propagation import guid_from_trace_id, trace_id_from_guid
 from tests.exporters.servers import no_otlp
 
 

@@ -31,10 +31,10 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags, TraceState
 from opentelemetry.trace.status import Status, StatusCode
 
-from obsbox.exporters import otel_setup
-from obsbox.exporters.otel_setup import OtelConfig
-from obsbox.exporters.span_exporter import OtlpHttpSpanExporter
-from obsbox.exporters.span_wire import SpanEncoder
+from obsbox.exporters.instrumentation import otel_setup
+from obsbox.exporters.instrumentation.otel_setup import OtelConfig
+from obsbox.exporters.instrumentation.span_exporter import OtlpHttpSpanExporter
+from obsbox.exporters.instrumentation.span_wire import SpanEncoder
 from tests.exporters.servers import Receiver, free_port
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736

@@ -13,7 +13,7 @@ import pytest
 
 from obsbox import cli, conventions
 from obsbox.collector import check
-from obsbox.exporters import otel_setup
+from obsbox.exporters.instrumentation import otel_setup
 from tests.stack.conftest import COMPOSE_DIR, ENV_EXAMPLE, OTELCOL, docker_compose
 
 README = COMPOSE_DIR / "README.md"

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from opentelemetry.trace import Span, Tracer
 
 from obsbox import conventions
-from obsbox.exporters.gateway_metrics import GatewayMetrics
+from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics
 
 
 class StageSettings(Protocol):

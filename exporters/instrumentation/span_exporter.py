@@ -56,7 +56,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.util.re import parse_env_headers
 
 from obsbox import __version__
-from obsbox.exporters.span_wire import SpanEncoder
+from obsbox.exporters.instrumentation.span_wire import SpanEncoder
 
 _logger = logging.getLogger(__name__)
 

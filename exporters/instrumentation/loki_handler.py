@@ -26,7 +26,7 @@ from typing import Any
 from logging_loki import LokiQueueHandler
 from logging_loki.emitter import BasicAuth, LokiEmitterV1
 
-from obsbox.exporters.jsonlog import JsonFormatter, stamp_trace_context
+from obsbox.exporters.instrumentation.jsonlog import JsonFormatter, stamp_trace_context
 
 UNBOUNDED_LABELS = frozenset({"trace_id", "span_id", "traceid", "spanid"})
 

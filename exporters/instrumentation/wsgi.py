@@ -15,9 +15,9 @@ from typing import Any
 from opentelemetry import context as otel_context
 from prometheus_client import make_wsgi_app
 
-from obsbox.exporters import request as _request
-from obsbox.exporters.instrumentation import Instrumentation
-from obsbox.exporters.request import RequestScope
+from obsbox.exporters.instrumentation import request as _request
+from obsbox.exporters.instrumentation.core import Instrumentation
+from obsbox.exporters.instrumentation.request import RequestScope
 
 _HEADER_KEYS = {
     "HTTP_TRACEPARENT": "traceparent",

@@ -18,7 +18,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from obsbox.exporters import request as _request
+from obsbox.exporters.instrumentation import request as _request
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client import make_asgi_app
 
-from obsbox.exporters.instrumentation import Instrumentation
+from obsbox.exporters.instrumentation.core import Instrumentation
 
 Scope = dict[str, Any]
 _SNIFFED_METHODS = frozenset({"POST", "PUT", "PATCH"})

@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from obsbox import conventions
-from obsbox.exporters.metric_plugins import PluginStatus
+from obsbox.exporters.instrumentation.metric_plugins import PluginStatus
 
 HELP = "GPU memory in use, as a ratio of the total (NVML)."
 

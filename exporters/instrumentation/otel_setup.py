@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 from obsbox.config import ConfigError
-from obsbox.exporters.propagation import ActivityIdGenerator
+from obsbox.exporters.instrumentation.propagation import ActivityIdGenerator
 
 SIGNALS = ("traces", "metrics", "logs")
 EXPORTERS = ("otlp", "console", "none")
@@ -94,7 +94,7 @@ def span_exporter(config: OtelConfig) -> Any:
         sdk = os.environ.get("OBSBOX_SDK_SPAN_EXPORTER", "").strip().lower() in ("1", "true", "yes")
     if sdk:
         return _otlp_exporter("traces")
-    from obsbox.exporters.span_exporter import OtlpHttpSpanExporter  # noqa: PLC0415
+    from obsbox.exporters.instrumentation.span_exporter import OtlpHttpSpanExporter  # noqa: PLC0415
 
     return OtlpHttpSpanExporter()
 

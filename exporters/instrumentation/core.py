@@ -1,4 +1,4 @@
-"""``instrument(app)``: traces, Prometheus metrics and trace-aware logs for an ASGI or WSGI app.
+"""What one instrumented app shares, and the per-request work both middlewares do.
 
 ``Instrumentation`` holds what one instrumented app shares across requests (the tracer, the
 Prometheus instruments, the label guards) and does the per-request bookkeeping that the ASGI and
@@ -9,9 +9,8 @@ and observe the histograms.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,12 +21,12 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from prometheus_client import CollectorRegistry, start_http_server
 
 from obsbox import __version__, conventions
-from obsbox.exporters import metric_plugins, otel_setup
-from obsbox.exporters import request as _request
-from obsbox.exporters.gateway_metrics import GatewayMetrics
-from obsbox.exporters.labels import UNKNOWN, BoundedLabel, RouteTemplates
-from obsbox.exporters.propagation import FORCED_TRACE_ID, trace_id_from_guid, traceresponse
-from obsbox.exporters.request import RequestScope
+from obsbox.exporters.instrumentation import metric_plugins, otel_setup
+from obsbox.exporters.instrumentation import request as _request
+from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics
+from obsbox.exporters.instrumentation.labels import UNKNOWN, BoundedLabel, RouteTemplates
+from obsbox.exporters.instrumentation.propagation import FORCED_TRACE_ID, trace_id_from_guid, traceresponse
+from obsbox.exporters.instrumentation.request import RequestScope
 
 SERVER = trace.SpanKind.SERVER
 _W3C = TraceContextTextMapPropagator()
@@ -211,40 +210,3 @@ def _model_from_body(chunks: list[bytes]) -> str | None:
         return None
     model = data.get("model") if isinstance(data, dict) else None
     return model if isinstance(model, str) else None
-
-
-def is_asgi(app: Callable[..., Any]) -> bool:
-    call = app if inspect.isfunction(app) or inspect.ismethod(app) else getattr(app, "__call__", None)  # noqa: B004
-    return inspect.iscoroutinefunction(call)
-
-
-def instrument(
-    app: Callable[..., Any], service_name: str | None = None, config: InstrumentConfig | None = None, **options: Any
-) -> Any:
-    """Wrap an ASGI or WSGI ``app``: one server span per request, the gateway's Prometheus metrics
-    (at ``/metrics`` or on a port of their own), ``X-Span-ID`` and ``traceresponse`` on responses.
-
-    ``options`` are ``InstrumentConfig`` fields (``instrument(app, "gateway", models=["gpt-4o"])``).
-    The returned middleware has ``.instrumentation`` (registry, metrics, tracer, ``shutdown()``).
-    """
-    config = config or InstrumentConfig()
-    known = {f.name for f in dataclasses.fields(InstrumentConfig)}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(f"instrument(): unknown option(s) {unknown}; InstrumentConfig has {sorted(known)}")
-    if service_name is not None:
-        options["service_name"] = service_name
-    config = dataclasses.replace(config, **options)
-    interface = config.interface
-    if interface == "auto":
-        interface = "asgi" if is_asgi(app) else "wsgi"
-    instrumentation = Instrumentation(config)
-    if interface == "asgi":
-        from obsbox.exporters.asgi import AsgiMiddleware  # noqa: PLC0415
-
-        return AsgiMiddleware(app, instrumentation)
-    if interface == "wsgi":
-        from obsbox.exporters.wsgi import WsgiMiddleware  # noqa: PLC0415
-
-        return WsgiMiddleware(app, instrumentation)
-    raise ValueError(f"instrument(): interface must be 'auto', 'asgi' or 'wsgi', got {interface!r}")
