@@ -25,6 +25,7 @@ TIME_KEYS = (
     "TimeStamp",
     "timeUnixNano",  # OTLP/JSON log records (nanoseconds, as a decimal string)
     "observedTimeUnixNano",
+    "t",  # Grafana's logger (logfmt and JSON: pkg/infra/log), last: a short key other lines may use otherwise
 )
 LEVEL_KEYS = (
     "level",

@@ -130,10 +130,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["auto", "json", "cri", "docker"],
+        choices=["auto", "json", "cri", "docker", "logfmt"],
         default="auto",
-        help="how files wrap lines: auto (per file, from its first line and path; default), json (as they are), "
-        "cri (containerd, CRI-O), docker (json-file)",
+        help="how files wrap lines: auto (per file, from its first line and path, logfmt lines too; default), "
+        "json (as they are), cri (containerd, CRI-O), docker (json-file), logfmt (the app's lines are logfmt; "
+        "a container's wrapping still detected)",
     )
     p.add_argument(
         "--workers",
