@@ -76,8 +76,8 @@ PIPELINE_OPTIONS = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bridge",
-        help="tail JSON log files, add W3C trace IDs, ship them",
-        description="Tail legacy JSON log files (rotation-safe, restart-safe), find or derive "
+        help="tail JSON (or logfmt) log files, add W3C trace IDs, ship them",
+        description="Tail legacy JSON or logfmt log files (rotation-safe, restart-safe), find or derive "
         "a W3C trace and span ID for every line, redact secrets, and ship to Loki, OTLP or files.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
