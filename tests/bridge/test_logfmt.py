@@ -136,13 +136,18 @@ def test_the_app_lines_format_is_judged_from_the_first_one_inside_any_wrapping(f
     assert logfmt_inside(fmt, head) is expected
 
 
-def _run(tmp_path, data: bytes, **tail_options):
+def _ran(tmp_path, data: bytes, **options) -> Running:
+    """``data`` as app.log through a bridge run with --once (memory sink unless ``sinks`` says)."""
     log = tmp_path / "app.log"
     log.write_bytes(data)
-    running = Running([str(log)], tmp_path / "state", once=True, **tail_options)
+    running = Running([str(log)], tmp_path / "state", once=True, **options)
     running.thread.join(30)
     assert not running.thread.is_alive()
-    return running.sink.records()
+    return running
+
+
+def _run(tmp_path, data: bytes, **options) -> list:
+    return _ran(tmp_path, data, **options).sink.records()
 
 
 def test_a_plain_logfmt_file_is_detected_and_its_lines_read_as_logfmt(tmp_path):
@@ -272,9 +277,7 @@ def test_the_file_sink_writes_each_line_back_byte_for_byte_with_the_ids_as_pairs
     own = b'level=info trace_id=NOT-AN-ID msg="mine"'
     lines = [LOKI, TEMPO + b"\r", own, b'level=error msg="broken']
     out = tmp_path / "out.log"
-    (tmp_path / "app.log").write_bytes(b"\n".join(lines) + b"\n")
-    running = Running([str(tmp_path / "app.log")], tmp_path / "state", once=True, sinks={"file": {"path": str(out)}})
-    running.thread.join(30)
+    _ran(tmp_path, b"\n".join(lines) + b"\n", sinks={"file": {"path": str(out)}})
     loki, tempo, mine, broken = out.read_bytes().split(b"\n")[:-1]
     assert loki.startswith(LOKI + b" trace_id=" + LOKI_TRACE.encode() + b" span_id=") and len(loki) == len(LOKI) + 67
     assert tempo == TEMPO + b" trace_id=bd63605778e3dbe935b05e6afd291006 span_id=c2ebe710d2e2ce7a\r"
@@ -286,25 +289,14 @@ def test_the_file_sink_writes_each_line_back_byte_for_byte_with_the_ids_as_pairs
 @pytest.mark.parametrize("workers", [0, 1])
 def test_the_same_in_the_bridge_process_and_in_a_worker_process(tmp_path, workers):
     out = tmp_path / "out.log"
-    (tmp_path / "app.log").write_bytes(LOKI + b"\n")
-    running = Running(
-        [str(tmp_path / "app.log")], tmp_path / "state", once=True, workers=workers, sinks={"file": {"path": str(out)}}
-    )
-    running.thread.join(30)
+    _ran(tmp_path, LOKI + b"\n", workers=workers, sinks={"file": {"path": str(out)}})
     assert out.read_bytes().startswith(LOKI + b" trace_id=" + LOKI_TRACE.encode() + b" span_id=")
 
 
 def test_loki_and_otlp_get_the_line_unchanged_with_its_ids_level_and_time(tmp_path):
-    (tmp_path / "app.log").write_bytes(LOKI + b"\n")
     rx = Receiver().start()
     try:
-        running = Running(
-            [str(tmp_path / "app.log")],
-            tmp_path / "state",
-            once=True,
-            sinks={"otlp": {"endpoint": rx.url}, "loki": {"url": rx.url}},
-        )
-        running.thread.join(30)
+        _ran(tmp_path, LOKI + b"\n", sinks={"otlp": {"endpoint": rx.url}, "loki": {"url": rx.url}})
         (entry,) = rx.loki
         assert entry.line == LOKI.decode() and entry.timestamp_ns == 1623317053472094048
         assert entry.metadata["trace_id"] == LOKI_TRACE and entry.metadata["detected_level"] == "debug"
