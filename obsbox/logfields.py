@@ -25,6 +25,7 @@ TIME_KEYS = (
     "TimeStamp",
     "timeUnixNano",  # OTLP/JSON log records (nanoseconds, as a decimal string)
     "observedTimeUnixNano",
+    "t",  # Grafana's server log (`logger=... t=... level=...`); last: lines may use so short a key otherwise
 )
 LEVEL_KEYS = (
     "level",

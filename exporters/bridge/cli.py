@@ -76,8 +76,8 @@ PIPELINE_OPTIONS = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bridge",
-        help="tail JSON log files, add W3C trace IDs, ship them",
-        description="Tail legacy JSON log files (rotation-safe, restart-safe), find or derive "
+        help="tail JSON (or logfmt) log files, add W3C trace IDs, ship them",
+        description="Tail legacy JSON or logfmt log files (rotation-safe, restart-safe), find or derive "
         "a W3C trace and span ID for every line, redact secrets, and ship to Loki, OTLP or files.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -130,10 +130,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--format",
-        choices=["auto", "json", "cri", "docker"],
+        choices=["auto", "json", "cri", "docker", "logfmt"],
         default="auto",
-        help="how files wrap lines: auto (per file, from its first line and path; default), json (as they are), "
-        "cri (containerd, CRI-O), docker (json-file)",
+        help="how files wrap lines: auto (per file, from its first line and path, logfmt lines too; default), "
+        "json (as they are), cri (containerd, CRI-O), docker (json-file), logfmt (the app's lines are logfmt; "
+        "a container's wrapping still detected)",
     )
     p.add_argument(
         "--workers",

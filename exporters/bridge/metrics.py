@@ -36,7 +36,7 @@ class LagGauge:
 
 
 class FormatGauge:
-    """``obsbox_bridge_file_format{path, format}`` = 1: how each open file is read (json, cri, docker)."""
+    """``obsbox_bridge_file_format{path, format}`` = 1: how each open file is read (json, logfmt, cri, docker)."""
 
     def __init__(self, gauge: Gauge) -> None:
         self.gauge = gauge

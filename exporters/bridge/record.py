@@ -33,6 +33,8 @@ class Origin:
 
     ``key`` is a digest of the file's fingerprint (its first line), which survives renames and
     copies; with the line's byte offset it gives every line a stable identity across runs.
+    ``logfmt``: the file's application lines are logfmt (detected from its first one, or forced), so
+    ``parse`` reads any line that is not JSON as logfmt, at no cost to the lines that are.
     ``clock`` holds the anchors the tail source keeps with the file's saved position; a line's read
     time follows from them and its offset alone, so it is the same in every process and every run.
     """
@@ -41,6 +43,7 @@ class Origin:
     key: bytes
     resource: tuple[tuple[str, str], ...] = ()  # resource attributes its path names (Kubernetes)
     clock: Clock = ()
+    logfmt: bool = False
 
     def read_ns(self, offset: int) -> int | None:
         """When the line at byte ``offset`` was first read: ``T + (offset - A)`` ns from the newest

@@ -16,6 +16,7 @@ from obsbox.exporters.bridge.record import Origin, Record
 from obsbox.exporters.bridge.runner import Bridge
 
 ORIGIN = Origin("/var/log/app.json", b"\x01" * 16)
+LOGFMT = Origin("/var/log/app.log", ORIGIN.key, logfmt=True)  # a file detected as logfmt, same identity
 
 
 def context(name: str = "test", metrics: BridgeMetrics | None = None, state_dir: Path = Path(".")) -> Context:
@@ -30,10 +31,11 @@ def records(*lines: bytes, origin: Origin = ORIGIN) -> list[Record]:
     return out
 
 
-def traced(*lines: bytes, **trace_options) -> list[Record]:
-    """Lines through ``parse`` and ``trace`` (config built the way YAML is)."""
+def traced(*lines: bytes, origin: Origin = ORIGIN, **trace_options) -> list[Record]:
+    """Lines through ``parse`` and ``trace`` (config built the way YAML is); ``origin``: the file's,
+    e.g. ``LOGFMT`` for a file detected as logfmt."""
     ctx = context()
-    recs = ParseProcessor(None, ctx).process(records(*lines))
+    recs = ParseProcessor(None, ctx).process(records(*lines, origin=origin))
     return TraceProcessor(build(TraceConfig, trace_options), ctx).process(recs)
 
 

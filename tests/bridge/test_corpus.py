@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.bridge.harness import ORIGIN, traced
+from tests.bridge.harness import LOGFMT, ORIGIN, traced
 
 CORPUS = Path(__file__).parent / "corpus" / "lines.yaml"
 RULES = Path(__file__).parents[2] / "exporters" / "bridge" / "TRACE_IDS.md"
@@ -49,7 +49,8 @@ def _id(entry: dict) -> str:
 @pytest.mark.parametrize("entry", ENTRIES, ids=_id)
 def test_corpus_line_gets_its_ids(entry):
     expects = entry["expect"] if isinstance(entry["expect"], list) else [entry["expect"]]
-    recs = traced(entry["line"].encode(), **entry.get("options", {}))
+    origin = LOGFMT if entry.get("format") == "logfmt" else ORIGIN
+    recs = traced(entry["line"].encode(), origin=origin, **entry.get("options", {}))
     assert len(recs) == len(expects), f"{len(recs)} records from {entry['source']}"
     for rec, expect in zip(recs, expects, strict=True):
         part = expect.get("part", 0)

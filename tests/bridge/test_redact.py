@@ -115,7 +115,7 @@ def make(request, monkeypatch):
 
 def redacted_by(processor, *lines: bytes):
     recs = traced(*lines)
-    was_json = [rec.fields is not None for rec in recs]
+    was_json = [type(rec.fields) is dict for rec in recs]  # a logfmt line's fields are LogfmtFields
     recs = processor.process(recs)
     for rec, json in zip(recs, was_json, strict=True):
         if json:

@@ -6,6 +6,11 @@ OTLP) and are counted in ``obsbox_bridge_parse_errors_total{reason}``.
 Python's ``json.dumps`` extensions (``NaN``, ``Infinity``, ``-Infinity``: structlog and
 python-json-logger write them by default), which orjson rejects, are read by the standard library
 instead, integers exactly; only lines orjson failed on pay for that.
+A line that is not JSON is read as logfmt (see ``logfmt``) in a file whose lines are logfmt
+(``Origin.logfmt``: detected from its first line, or forced), and in any other file when it starts
+like a logfmt record (``key=``); a line of a logfmt file that breaks go-logfmt's rules, or holds no
+``key=value`` pair, is counted as ``invalid_logfmt`` and passes through. JSON lines never reach this:
+only lines orjson rejected pay for it.
 A line that is an OTLP/JSON export (a top-level ``resourceLogs``) becomes one record per log record
 it holds (see ``otlpjson``), unless ``expand_otlp`` is off; a CloudWatch Logs subscription payload
 (a top-level ``logEvents``) one record per log event (see ``cloudwatch``), unless
@@ -21,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.component import Processor
 from obsbox.exporters.bridge.processors import cloudwatch, otlpjson
 from obsbox.exporters.bridge.record import Record
@@ -38,6 +44,19 @@ def error_reason(raw: bytes, exc: Exception) -> str:
     if "UTF-8" in str(exc):
         return "invalid_utf8"
     return "invalid_json"
+
+
+def text_fields(rec: Record) -> None:
+    """Read a line that is not JSON as logfmt (``logfmt.fields_of``): a record of pairs gets its
+    ``fields`` and no error; a line of a logfmt file that is not one gets ``invalid_logfmt``; a line
+    of another file keeps ``invalid_json``."""
+    try:
+        fields = logfmt.fields_of(rec.raw, rec.origin.logfmt)
+    except logfmt.LogfmtError:
+        rec.parse_error = "invalid_logfmt"
+        return
+    if fields is not None:
+        rec.fields, rec.parse_error = fields, None
 
 
 def python_json(raw: bytes) -> Any:
@@ -79,7 +98,10 @@ class ParseProcessor(Processor):
                 obj = python_json(rec.raw)
                 if obj is None:
                     rec.parse_error = error_reason(rec.raw, exc)
-                    errors[rec.parse_error] += 1
+                    if rec.parse_error == "invalid_json":
+                        text_fields(rec)
+                    if rec.parse_error is not None:
+                        errors[rec.parse_error] += 1
                     continue
             if type(obj) is dict:
                 rec.fields = obj

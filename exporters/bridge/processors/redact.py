@@ -32,6 +32,7 @@ Threading: pipeline thread only.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import re
 from collections import Counter
@@ -41,7 +42,9 @@ from typing import Any
 
 import orjson
 
+from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.logfmt import LogfmtFields
 from obsbox.exporters.bridge.processors.parse import python_json
 from obsbox.exporters.bridge.processors.secret_rules import KEYWORDS, MASK, SHAPES
 from obsbox.exporters.bridge.processors.secret_values import Span, field_values, pair_values
@@ -193,14 +196,20 @@ class RedactProcessor(Processor):
         return rest
 
     def reparse(self, rec: Record) -> None:
-        """Read the clean line's fields again. A custom rule may have broken the JSON: the line then
-        goes on as text, flagged and counted, with its secrets gone."""
-        try:
-            rec.fields = orjson.loads(rec.raw)
-        except orjson.JSONDecodeError:
-            rec.fields = python_json(rec.raw)  # NaN and Infinity, as ``parse`` reads them
+        """Read the clean line's fields again. A custom rule may have broken the JSON (or logfmt): the
+        line then goes on as text, flagged and counted, with its secrets gone."""
+        kind = "logfmt" if type(rec.fields) is LogfmtFields else "JSON"
+        if kind == "logfmt":
+            with contextlib.suppress(logfmt.LogfmtError):
+                rec.fields = None
+                rec.fields = logfmt.decode(rec.raw.decode("utf-8", "replace"))
+        else:
+            try:
+                rec.fields = orjson.loads(rec.raw)
+            except orjson.JSONDecodeError:
+                rec.fields = python_json(rec.raw)  # NaN and Infinity, as ``parse`` reads them
         if rec.fields is None:
-            rec.fields, rec.parse_error = None, "redaction left a line that is not JSON"
+            rec.parse_error = f"redaction left a line that is not {kind}"
             rec.out, rec.injector = None, None
             self.context.metrics.errors.labels("redact").inc()
 

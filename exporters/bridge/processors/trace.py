@@ -7,9 +7,10 @@ configured correlation key the line has (``request_id``, ``session_id``...), els
 identity (file fingerprint + byte offset); the span ID always from the line's identity. Two runs over
 the same file therefore give the same IDs, which makes duplicates after a crash recognisable.
 
-Injection appends the two fields to the line's bytes, so every original field stays exactly as it
-was (number formats, key order, escapes); an ID field the line already has with another value stays,
-and the bridge's goes beside it as ``obsbox.<field>``. Threading: pipeline thread only; the key caches are per instance.
+Injection appends the two fields to the line's bytes (as ``key=value`` pairs to a logfmt line), so
+every original field stays exactly as it was (number formats, key order, escapes); an ID field the line
+already has with another value stays, and the bridge's goes beside it as ``obsbox.<field>``.
+Threading: pipeline thread only; the key caches are per instance.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from typing import Any
 
 import orjson
 
+from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.component import Processor
+from obsbox.exporters.bridge.logfmt import LogfmtFields
 from obsbox.exporters.bridge.processors import traceforms
 from obsbox.exporters.bridge.processors.inner import inner_object
 from obsbox.exporters.bridge.processors.parse import exact_json
@@ -337,8 +340,11 @@ class TraceProcessor(Processor):
         tf, sf = self.tf, self.sf
         fields = rec.fields
         if fields is None or rec.trace_id is None or rec.span_id is None:
-            return None  # not a JSON object: written as it is (the injector is set for objects only)
+            return None  # not a JSON object nor logfmt: written as it is (the injector is set for those only)
         raw = rec.raw
+        if type(fields) is LogfmtFields:  # pairs appended as pairs; the same rule for the app's own
+            pairs = self._beside(fields, ((tf, rec.trace_id), (sf, rec.span_id)))
+            return logfmt.appended(raw, pairs) if pairs else None
         end = raw.rfind(b"}")
         if tf not in fields and sf not in fields:
             return b"".join(

@@ -1,4 +1,5 @@
-"""``file``: enriched JSON lines appended to a file. Lines that are not JSON are written byte for byte.
+"""``file``: enriched JSON lines appended to a file (logfmt lines with the IDs appended as pairs).
+Lines that are neither are written byte for byte.
 
 A batch is written with one ``write`` and acknowledged after it (and after ``fsync`` when asked).
 If the bridge was killed in the middle of a write, the file ends in a torn line; that line was never

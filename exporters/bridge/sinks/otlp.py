@@ -28,6 +28,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationSc
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields, protowire
+from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.deferred import complete
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.retry import RetryPolicy
@@ -82,9 +83,12 @@ def _parsed(records: Sequence[Record]) -> list[Record]:
     records = complete(records)
     for rec in records:
         if rec.fields is None and rec.parse_error is None and not rec.truncated:
-            with contextlib.suppress(orjson.JSONDecodeError):
+            try:
                 fields = orjson.loads(rec.raw)
                 rec.fields = fields if type(fields) is dict else None
+            except orjson.JSONDecodeError:  # a logfmt record (parse gave it no error)
+                with contextlib.suppress(logfmt.LogfmtError):
+                    rec.fields = logfmt.fields_of(rec.raw, rec.origin.logfmt)
     return records
 
 

@@ -1,5 +1,5 @@
-"""``stdout``: enriched JSON lines on standard output, the default sink. Lines that are not JSON
-are written byte for byte. A closed pipe (``| head``) stops the bridge cleanly.
+"""``stdout``: enriched JSON (and logfmt) lines on standard output, the default sink. Lines that are
+neither are written byte for byte. A closed pipe (``| head``) stops the bridge cleanly.
 Threading: the pipeline's export thread only."""
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Literal
 
 import orjson
 
+from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.record import Origin, Record
 
 Format = Literal["json", "cri", "docker"]
@@ -54,6 +55,19 @@ def detect_format(path: str, first_line: bytes) -> Format:
     if in_kubelet_folders(path):
         return "cri"  # kubelet's folders hold CRI files; a first line that is not CRI is reported per line
     return "json"
+
+
+def logfmt_inside(fmt: Format, first_line: bytes) -> bool:
+    """Are the application's lines logfmt, judged from the first (inside its CRI or Docker entry, where
+    Loki, Tempo or Prometheus in Kubernetes write logfmt to stdout)? A file whose first line is not
+    (a banner) still has its logfmt lines read as such, line by line (``parse``)."""
+    line = first_line.lstrip(b"\xef\xbb\xbf")
+    if fmt == "cri":
+        prefix = _CRI.match(line)
+        line = line[prefix.end() :] if prefix else b""
+    elif fmt == "docker":
+        line = line[len(b'{"log":"') :]  # the JSON string's first key needs no unescaping to be seen
+    return logfmt.sniff(line)
 
 
 def rotated_by_a_runtime(path: str) -> bool:

@@ -54,7 +54,13 @@ from obsbox.exporters.bridge.sources.compressed import (
     sniff,
     sparse_copy,
 )
-from obsbox.exporters.bridge.sources.containers import Format, Joiner, detect_format, kubernetes_resource
+from obsbox.exporters.bridge.sources.containers import (
+    Format,
+    Joiner,
+    detect_format,
+    kubernetes_resource,
+    logfmt_inside,
+)
 from obsbox.exporters.bridge.sources.fingerprint import Fingerprint, digest, head_print, read_fingerprint
 from obsbox.exporters.bridge.sources.multiline import Grouper, MultilineConfig
 from obsbox.exporters.bridge.sources.positions import Position
@@ -91,7 +97,7 @@ class FileReader:
         max_line_bytes: int,
         read_chunk_bytes: int,
         fingerprint_bytes: int,
-        format: Literal["auto", "json", "cri", "docker"] = "auto",
+        format: Literal["auto", "json", "cri", "docker", "logfmt"] = "auto",
         kubernetes_metadata: bool = True,
         compression: Compression = "auto",
         multiline: MultilineConfig | None = None,
@@ -145,10 +151,19 @@ class FileReader:
         if not fp.complete and not allow_incomplete:
             return False
         self.fp = fp
-        self.origin = Origin(self.path, fp.digest, self.resource, self.clock)
-        self.format = detect_format(self.path, fp.head) if self.format_option == "auto" else self.format_option
+        option = self.format_option
+        if option in ("json", "cri", "docker"):
+            self.format = option
+        else:  # auto, and logfmt, which names the application's lines: their wrapping is still detected
+            self.format = detect_format(self.path, fp.head)
+        logfmt = option == "logfmt" or (option != "json" and logfmt_inside(self.format, fp.head))
+        self.origin = Origin(self.path, fp.digest, self.resource, self.clock, logfmt)
         self.joiner = Joiner(self.format, self.max_line_bytes) if self.format != "json" else None
         return True
+
+    def read_as(self) -> str:
+        """How the file is read, for ``obsbox_bridge_file_format``: its container format, else logfmt or json."""
+        return "logfmt" if self.format == "json" and self.origin.logfmt else self.format
 
     def _decompressed(self, allow_incomplete: bool) -> bool:
         """Is the file plain, or decompressed now? A compressed file that does not decode is judged
@@ -211,7 +226,7 @@ class FileReader:
 
     def rename(self, path: str) -> None:
         self.path = path
-        self.origin = Origin(path, self.origin.key, self.origin.resource, self.clock)
+        self.origin = Origin(path, self.origin.key, self.origin.resource, self.clock, self.origin.logfmt)
 
     def start_at(self, offset: int, acked: int | None = None, clock: Clock = ()) -> None:
         """Read from ``offset``; ``acked`` is lower when lines before it are still in flight.
@@ -234,7 +249,7 @@ class FileReader:
         """Stamp the lines handed out from now on with ``clock``; an overlong line begun before,
         not handed out yet, too (it starts where the newest anchor does)."""
         self.clock = clock
-        self.origin = Origin(self.path, self.origin.key, self.origin.resource, clock)
+        self.origin = Origin(self.path, self.origin.key, self.origin.resource, clock, self.origin.logfmt)
         if self.skipping is not None:
             self.skipping.origin = self.origin
 

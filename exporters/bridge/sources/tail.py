@@ -88,7 +88,8 @@ class TailConfig:
     positions: Path | None = None
     save_positions: bool = True
     start_at: Literal["beginning", "end"] = "beginning"
-    format: Literal["auto", "json", "cri", "docker"] = "auto"  # auto: per file, from its first line and path
+    # auto: per file, from its first line and path; logfmt: the application's lines are logfmt
+    format: Literal["auto", "json", "cri", "docker", "logfmt"] = "auto"
     compression: Compression = "auto"  # auto: gzip, bzip2, xz (zstd with its wheel) read, by magic bytes
     kubernetes_metadata: bool = True  # k8s.* resource attributes from kubelet's log paths
     max_line_bytes: int = 1024 * 1024

@@ -175,7 +175,7 @@ class Tracker:
                 self.metrics.file_format.remove_path(tracked.path)
                 tracked.place(path)
                 if tracked.state is not FileState.PENDING:
-                    self.metrics.file_format.set_path(path, tracked.reader.format)
+                    self.metrics.file_format.set_path(path, tracked.reader.read_as())
         for tracked in self._open_new({**rotated, **found}):
             if tracked.key in rotated:
                 tracked.live, tracked.rotated_name = False, True
@@ -332,7 +332,7 @@ class Tracker:
             return False
         if reader.compressed:
             self.problems.clear(("file", tracked.key), f"reading {tracked.path}, {reader.compressed}-compressed")
-        self.metrics.file_format.set_path(tracked.path, tracked.reader.format)
+        self.metrics.file_format.set_path(tracked.path, tracked.reader.read_as())
         if self.once:
             tracked.reader.limit = os.fstat(tracked.reader.fd).st_size
         return True
