@@ -26,7 +26,12 @@ SECOND = 10**9
 
 
 def tail(tmp_path: Path, log: Path) -> TailSource:
-    config = build(TailConfig, {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "hold_files": False})
+    """A tail source that hands out every whole line at once: these tests are about read times, not about
+    holding the last line for a stack trace that may follow it."""
+    config = build(
+        TailConfig,
+        {"include": [str(log)], "positions": str(tmp_path / "pos.json"), "hold_files": False, "multiline": "none"},
+    )
     return TailSource(config, context(state_dir=tmp_path))
 
 
