@@ -58,6 +58,7 @@ class Running:
             "positions": str(state_dir / "positions.json"),
             "scan_interval": 0.05,
             "rotate_wait": 0.5,
+            "multiline": {"timeout": 0.1},  # the default rules; a last line held 0.1 s, not 0.5 s a wait
             **tail_options,
         }
         processors = processors if processors is not None else ["parse", "trace"]

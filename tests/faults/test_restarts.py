@@ -19,7 +19,10 @@ from tests.faults.ledger import Ledger
 
 
 def tail(tmp_path: Path, include: list[str]) -> TailSource:
-    config = build(TailConfig, {"include": include, "positions": str(tmp_path / "positions.json"), "hold_files": False})
+    """A tail source that hands out every whole line at once (``multiline: none``): these tests drive
+    exact poll sequences, which a last line held for a stack trace would shift."""
+    options = {"include": include, "positions": str(tmp_path / "positions.json"), "hold_files": False}
+    config = build(TailConfig, {**options, "multiline": "none"})
     return TailSource(config, context(state_dir=tmp_path))
 
 

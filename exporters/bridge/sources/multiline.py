@@ -14,9 +14,11 @@ A custom rule takes Vector's ``multiline`` options (``src/line_agg.rs``: ``start
 of the next one, which groups the same lines for the patterns Vector's own tests use.
 
 The reader holds a record open until a line that does not continue it arrives, or its file stays
-idle for ``timeout`` seconds (1 s by default: between the collector's filelog flush period and
-Fluent Bit's ``flush_timeout`` of 4 s, ``FLB_ML_FLUSH_TIMEOUT`` in ``include/fluent-bit/multiline/flb_ml.h``;
-a runtime writes a trace in one go, so a record is held only until the next line).
+idle for ``timeout`` seconds (0.5 s by default, the collector filelog's ``force_flush_period``;
+Fluent Bit's ``flush_timeout`` is 4 s, ``FLB_ML_FLUSH_TIMEOUT`` in
+``include/fluent-bit/multiline/flb_ml.h``). A runtime writes a trace in one burst, so a record is
+held only until the next line, and the last line of a burst waits for the timeout. A newer
+generation of the file being read releases it at once (the writer moved on).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class MultilineConfig:
     start_pattern: str | None = None  # a custom rule (Vector's shape)
     condition_pattern: str = ""
     mode: str = "continue_through"
-    timeout: float = 1.0
+    timeout: float = 0.5
 
     def compile(self) -> Rules | None:
         if not self.rules and self.start_pattern is None:
@@ -96,7 +98,7 @@ def parse(value: Any) -> MultilineConfig:  # noqa: PLR0912 - one check per key, 
     unknown = set(value) - {"rules", "start_pattern", "condition_pattern", "mode", "timeout"}
     if unknown:
         raise ValueError(f"multiline: unknown key {sorted(unknown)[0]!r}")
-    timeout = value.get("timeout", 1.0)
+    timeout = value.get("timeout", 0.5)
     if isinstance(timeout, str):
         with contextlib.suppress(ValueError):  # reported below, with the key's name
             timeout = parse_duration(timeout, bare_seconds=True)

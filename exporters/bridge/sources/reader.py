@@ -139,6 +139,7 @@ class FileReader:
         self.unsaved = False  # an anchor was renewed that the positions file does not hold yet
         rules = multiline.compile() if multiline is not None else None
         self.grouper = Grouper(rules, max_line_bytes) if rules is not None else None  # see _split_grouped
+        self.superseded = False  # a newer generation of its stream is being read: hold no record
 
     # ---------------------------------------------------------------- identity and position
 
@@ -614,11 +615,18 @@ class FileReader:
         return overlong
 
     def group_due(self) -> bool:
-        """A multiline record is held, and its file has not grown for the rules' timeout."""
+        """A multiline record is held, and its file has not grown for the rules' timeout, or a newer
+        generation of its stream is to be read (the writer moved on: its lines must not come first)."""
         grouper = self.grouper
-        if grouper is None or self.idle_for() < grouper.rules.timeout:
+        if grouper is None or (not self.superseded and self.idle_for() < grouper.rules.timeout):
             return False
-        return bool(grouper.open) if self.joiner is not None else b"\n" in self.partial
+        return self.holding()
+
+    def holding(self) -> bool:
+        """A multiline record is held open (whole lines the next line may still continue)."""
+        if self.grouper is None:
+            return False
+        return bool(self.grouper.open) if self.joiner is not None else b"\n" in self.partial
 
     def take_group(self) -> list[Record]:
         """The multiline records held open, as they stand: the next line did not come in time (or

@@ -450,7 +450,8 @@ class Tracker:
         oldest comes first, and a file is read only once every older one is read to its end: a
         rotated generation is drained before the file that replaced it is read further. An older
         generation read to its end hands its open join (a line the runtime cut across the rotation)
-        to the next one."""
+        to the next one; a multiline record it holds goes out first (with that join, or alone,
+        before the next one is read)."""
         streams: dict[str, list[Tracked]] = {}
         for tracked in self.files.values():
             if tracked.state is FileState.ACTIVE:
@@ -462,8 +463,11 @@ class Tracker:
                 ready.append(older)
                 if not older.reader.read_to_end():
                     break
-                if newer.reader.take_join(older.reader):
+                older.reader.superseded = True  # a record it holds goes out now, ahead of the newer's lines
+                if newer.reader.take_join(older.reader):  # hands its held records over too
                     newer.carried_from = older
+                elif older.reader.holding():
+                    break
             else:
                 ready.append(files[-1])
         return ready
