@@ -219,3 +219,48 @@ def test_config_errors_name_the_key(tmp_path, option, message):
     with pytest.raises(ConfigError, match="multiline") as caught:
         build(TailConfig, {"include": [str(tmp_path / "*.log")], "multiline": option})
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":1}\n{"b":2}\n',
+        b'{"a":1}\n\tat x.y(Z.java:1)\n{"b":2}\n',
+        b'{"a":1}\nTraceback (most recent call last):\n',
+        b'{"a":1}\n\n{"b":2}\n',  # an empty line is not a JSON line either
+        b'{"a":1}\n{"b":2}\nplain',  # the last line, without its newline, is not looked at
+    ],
+)
+def test_the_scan_for_lines_that_are_not_json_agrees_with_and_without_hyperscan(monkeypatch, data):
+    """A read of JSON lines is one Block only when no line of it could take part in a trace; the
+    hyperscan scan (x86_64) and the ``re`` one elsewhere must give the same answer."""
+    end = data.rfind(b"\n") + 1
+    fast = multiline.CandidateScan()
+    monkeypatch.setattr(multiline, "hyperscan", None)
+    slow = multiline.CandidateScan()
+    assert slow.scratch is None
+    expected = any(not line.startswith(b"{") for line in data[:end].split(b"\n")[1:-1])
+    assert fast.found(data, end - 1) is slow.found(data, end - 1) is expected
+
+
+def test_a_files_first_read_of_json_lines_is_one_block(tmp_path):
+    """Only a byte order mark makes the first read of a file go line by line (through the rules)."""
+    log = tmp_path / "app.json"
+    log.write_bytes(b'{"a":1}\n{"b":2}\n{"c":3}\n')
+    fd = os.open(log, os.O_RDONLY)
+    reader = FileReader(
+        str(log),
+        fd,
+        0,
+        0,
+        max_line_bytes=1024,
+        read_chunk_bytes=1 << 20,
+        fingerprint_bytes=1024,
+        multiline=multiline.parse("auto"),
+    )
+    assert reader.identify()
+    out = Lines()
+    reader.read(out, 100, 1 << 20, verify_head=False)
+    os.close(fd)
+    assert out.blocks == 1 and len(out.items) == 1, "cut line by line"
+    assert [rec.raw for rec in out.records()] == [b'{"a":1}', b'{"b":2}']  # the last one is held

@@ -435,7 +435,7 @@ class FileReader:
         :class:`Block`. False, with nothing changed: lines must be cut one by one (an overlong line
         may be among them, the file's first read may start with a byte order mark, there is no
         newline), which ``_split`` does."""
-        if base == 0:
+        if base == 0 and joined.startswith(BOM):
             return False
         end = joined.rfind(b"\n") + 1
         if not end or (end > self.max_line_bytes and not _lines_within(joined, end, self.max_line_bytes)):
@@ -571,7 +571,7 @@ class FileReader:
         max_line = self.max_line_bytes
         if (
             end
-            and base
+            and (base or not joined.startswith(BOM))
             and len(joined) - end <= max_line
             and grouper.rules.plain_block(joined, end)
             and (end <= max_line or _lines_within(joined, end, max_line))
