@@ -62,7 +62,22 @@ BUILTIN: dict[str, list[tuple[tuple[str, ...], bytes, str]]] = {
         (("go",), rb"(?:[^\s.:]+\.)*[^\s.():]+\(", "go"),  # a function, its file on the next line
         (("go",), rb"exit status \d+$", DONE),
     ],
-    "ruby": [((PLAIN, "ruby"), rb"[\t ]+from \S+:\d+:in ", "ruby")],
+    # Ruby's own frames ("from file.rb:N:in") and Rails' backtrace lines ("  app/x.rb:N:in `m'")
+    "ruby": [((PLAIN, "ruby"), rb"[\t ]+(?:from )?[^\s:][^:]*\.rb:\d+:in [`']", "ruby")],
+    # PHP's "Stack trace:" after the error line, its "#N" frames and the closing "thrown in"
+    # (the shapes of fluent-plugin-detect-exceptions' PHP rules, which Fluent Bit has no parser for)
+    "php": [
+        ((PLAIN, "php"), rb"Stack trace:$", "php"),
+        (("php",), rb"#\d+ ", "php"),
+        (("php",), rb"[\t ]+thrown in ", DONE),
+    ],
+    # Dart: "Unhandled exception:", the exception's one line, "#N" frames, asynchronous suspensions
+    "dart": [
+        ((PLAIN,), rb"Unhandled exception:$", "dart"),
+        (("dart", "dart_msg", "dart_frames"), rb"#\d+\s+\S", "dart_frames"),
+        (("dart",), rb"(?!#)\S", "dart_msg"),
+        (("dart_frames",), rb"<asynchronous suspension>$", "dart_frames"),
+    ],
 }
 BUILTIN["dotnet"] = BUILTIN["java"]
 BUILTIN["node"] = [((PLAIN, "node"), rb"[\t ]+at \S", "node")]
@@ -164,7 +179,7 @@ def parse(value: Any) -> MultilineConfig:  # noqa: PLR0912 - one check per key, 
         return MultilineConfig((), patterns["start_pattern"], patterns["condition_pattern"], mode, float(timeout))
     rules = value.get("rules", "auto")
     if rules == "auto":
-        names: list[str] = ["java", "python", "go", "ruby", "node"]
+        names: list[str] = ["java", "python", "go", "ruby", "node", "php", "dart"]
     elif rules in ("none", None, False):
         names = []
     elif isinstance(rules, list) and all(isinstance(name, str) for name in rules):
