@@ -43,15 +43,17 @@ def listed(values: Mapping[tuple[str, ...], int]) -> str:
 
 
 def summary(bridge: Bridge) -> str:
-    """One line: lines read; per sink, delivered and dead-lettered; parse failures; trace-ID origins."""
+    """One line: lines read (and the lines of stack traces grouped into them); per sink, delivered
+    and dead-lettered; parse failures; trace-ID origins."""
     metrics = bridge.metrics
     read = sum(counts(metrics.lines_read, "pipeline").values())
     shipped = counts(metrics.lines_shipped, "sink", "outcome")
     sinks = dict.fromkeys(sink.context.name for pipeline in bridge.pipelines for sink in pipeline.sinks)
     failures = counts(metrics.parse_errors, "reason")
     origins = counts(metrics.trace_ids, "source")
+    grouped = sum(counts(metrics.multiline_lines).values())
     parts = [
-        f"{plural(read, 'line')} read",
+        f"{plural(read, 'line')} read" + (f" ({grouped} more grouped into them as stack traces)" if grouped else ""),
         *(
             f"{name}: {shipped[name, 'delivered']} delivered, {shipped[name, 'dead_lettered']} dead-lettered"
             for name in sinks

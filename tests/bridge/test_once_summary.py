@@ -142,3 +142,16 @@ def test_a_config_pipeline_run_once_says_the_same_with_its_own_way_to_read_again
     assert "1 file was already read up to the positions saved in state/positions-main-tail" in notice, notice
     assert "save_positions: false under sources.tail/app, or delete that file" in notice
     assert summary.startswith("obsbox bridge: 0 lines read; file/out: 0 delivered, 0 dead-lettered;"), summary
+
+
+def test_the_summary_counts_the_lines_grouped_into_stack_traces(tmp_path):
+    """A record with a traceback is one line read; the summary says how many lines went into them,
+    so a file's line count and the records shipped add up."""
+    log = tmp_path / "a.log"
+    trace = (Path(__file__).parent / "corpus" / "multiline" / "python.log").read_bytes()
+    log.write_bytes(trace + b'{"level":"info","msg":"after"}\n')
+    result = run(str(log), "--no-positions", "--to", f"file:{tmp_path / 'out.jsonl'}")
+    grouped = trace.count(b"\n") - 1  # every line of python.log but its first
+    assert result.returncode == 0, result.stderr
+    expected = f"obsbox bridge: 2 lines read ({grouped} more grouped into them as stack traces);"
+    assert said(result)[-1].startswith(expected)
