@@ -21,6 +21,7 @@ COMMANDS = {
     "load": "obsbox.exporters.demo.load_cli",
     "up": "obsbox.local.cli",
     "slo": "obsbox.slo.cli",
+    "llm": "obsbox.llm.cli",
     "dashboards": "obsbox.dashboards.cli",
     "report": "obsbox.dashboards.report_cli",
     "collector": "obsbox.collector.cli",

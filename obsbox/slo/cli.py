@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo.rules import num, render, rules, slo_windows, write
+from obsbox.slo.rules import num, render, rules, slo_windows, up_to_date, write
 from obsbox.slo.spec import DEFAULT_SPEC, load
 
 
@@ -95,10 +95,6 @@ def _check(args: argparse.Namespace) -> int:
         )
         for c in slo.burn_conditions():
             print(f"  {c.severity}: burn >= {num(c.factor)} over {c.long_window} and {c.short_window}")
-    if args.rules is not None:
-        current = args.rules.read_text(encoding="utf-8") if args.rules.exists() else None
-        if current != text:
-            print(f"{args.rules} is out of date: run obsbox slo build {args.spec} --out {args.rules}", file=sys.stderr)
-            return 1
-        print(f"{args.rules} is up to date")
+    if args.rules is not None and not up_to_date(args.rules, text, f"obsbox slo build {args.spec} --out {args.rules}"):
+        return 1
     return 0

@@ -1,0 +1,200 @@
+"""The LLM sources file: which metrics of each serving stack give obsbox's breakdown signals.
+
+The signals (``SIGNALS``) are obsbox's: the dashboards and SLOs read only their recorded series. A
+source maps each signal to its own metrics, or says under ``missing`` why it has none, so that a gap
+is stated. Every problem is reported as ``file:line: key: what is wrong``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from obsbox.config import KeyPath, build, load_yaml
+from obsbox.slo.selectors import LABEL_NAME, Selector, parse_selector
+
+Kind = Literal["histogram", "counter", "gauge", "ratio"]
+INHERIT = "<the source's model_label>"  # a mapping's model_label when it does not set one
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One signal of the breakdown and the series it is recorded as (with ``source`` and ``model``)."""
+
+    name: str
+    kind: Kind
+    metric: str  # the recorded name's metric part: obsbox:<metric>[...]:<operation>
+    help: str
+    aggregate: Literal["sum", "avg"] = "sum"  # gauges: over engines and targets
+    counters: bool = False  # ratios: of counter rates (True) or of gauges
+    operation: str = ""  # the recorded name's last part, when not the kind's default
+
+    @property
+    def records(self) -> tuple[str, ...]:
+        """The recorded series' names, for the docs and the tests."""
+        if self.kind == "histogram":
+            return (*(f"obsbox:{self.metric}_{part}:rate5m" for part in ("bucket", "count", "sum")), self.mean)
+        operation = self.operation or {"counter": "rate5m", "gauge": self.aggregate, "ratio": "ratio"}[self.kind]
+        return (f"obsbox:{self.metric}:{operation}",)
+
+    @property
+    def mean(self) -> str:
+        return f"obsbox:{self.metric}:mean5m"
+
+
+def _latency(name: str, metric: str, help: str) -> Signal:
+    return Signal(name, "histogram", f"llm_{metric}_seconds", help)
+
+
+SIGNALS = {
+    s.name: s
+    for s in (
+        _latency("ttft", "ttft", "time to first token"),
+        _latency("queue", "queue", "time waiting in the queue or the scheduler before running"),
+        _latency("prefill", "prefill", "time in prefill (the prompt's forward pass)"),
+        _latency("decode", "decode", "time in decode (generating the output tokens)"),
+        _latency("inter_token", "inter_token", "time between two output tokens"),
+        _latency("e2e", "e2e", "end-to-end request latency"),
+        _latency("gateway_overhead", "gateway_overhead", "the gateway's own time, upstream call excluded"),
+        Signal("cache_hit", "ratio", "llm_cache_hit", "prefix (KV) cache hit ratio, 0..1", counters=True),
+        Signal("prompt_tokens", "counter", "llm_prompt_tokens", "prompt (input) tokens per second"),
+        Signal("generation_tokens", "counter", "llm_generation_tokens", "generated (output) tokens per second"),
+        Signal("requests_running", "gauge", "llm_requests_running", "requests being served"),
+        Signal("requests_waiting", "gauge", "llm_requests_waiting", "requests queued, not yet running"),
+        Signal("kv_cache_usage", "gauge", "llm_kv_cache_usage", "KV-cache usage, 0..1", "avg", operation="ratio"),
+        Signal("gpu_utilization", "gauge", "llm_gpu_utilization", "GPU utilisation, 0..1", "avg", operation="ratio"),
+        Signal("gpu_memory_usage", "ratio", "llm_gpu_memory_usage", "GPU memory in use, 0..1"),
+    )
+}
+
+
+@dataclass
+class Mapping:
+    """Where a source keeps one signal: selectors, the first a target exposes winning (renames)."""
+
+    metric: list[str] = field(default_factory=list)
+    part: list[str] = field(default_factory=list)
+    whole: list[str] = field(default_factory=list)
+    rest: list[str] = field(default_factory=list)
+    model_label: str | None = INHERIT
+    scale: float = 1.0
+    note: str = ""
+
+    def selectors(self, key: str) -> list[Selector]:
+        return [parse_selector(text) for text in getattr(self, key)]
+
+
+@dataclass
+class Source:
+    title: str
+    model_label: str | None = None
+    same_across: list[str] = field(default_factory=list)
+    signals: dict[str, Mapping] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    name: str = field(default="", init=False)
+
+    def model(self, mapping: Mapping) -> str | None:
+        """The label holding the served model for ``mapping``: its own, else the source's."""
+        return self.model_label if mapping.model_label == INHERIT else mapping.model_label
+
+
+@dataclass
+class SourcesFile:
+    sources: dict[str, Source]
+
+
+def _shipped() -> Path:
+    resource = resources.files("obsbox.llm").joinpath("sources.yaml")
+    if not isinstance(resource, Path):  # a zip import: its data files have no path
+        raise ImportError("obsbox.llm/sources.yaml is not a file on disk; install obsbox unzipped")
+    return resource
+
+
+DEFAULT_SOURCES = _shipped()
+# The rules compose's Prometheus loads; a test compares them with a fresh build.
+DEFAULT_RULES = Path(__file__).resolve().parents[2] / "compose" / "prometheus" / "rules" / "llm.rules.yml"
+
+
+def load(path: str | Path = DEFAULT_SOURCES) -> list[Source]:
+    """The sources of a sources file, validated; a located ConfigError on the first problem."""
+    doc = load_yaml(path)
+    if isinstance(doc.data, dict) and isinstance(doc.data.get("sources"), dict):
+        for source in doc.data["sources"].values():
+            if isinstance(source, dict) and isinstance(source.get("signals"), dict):
+                signals = source["signals"]
+                for key, value in signals.items():  # a selector or a list of them: the metric
+                    if isinstance(value, str | list):
+                        signals[key] = {"metric": value}
+    spec = build(SourcesFile, doc.data, doc)
+    for name, source in spec.sources.items():
+        source.name = name
+        for key, message in problems(source):
+            raise doc.error(("sources", name, *key), message)
+    if not spec.sources:
+        raise doc.error(("sources",), "lists no sources")
+    return list(spec.sources.values())
+
+
+def problems(source: Source) -> list[tuple[KeyPath, str]]:
+    """Everything wrong with one source, as (key path, message) pairs."""
+    out: list[tuple[KeyPath, str]] = []
+    if not LABEL_NAME.fullmatch(source.name):
+        out.append(((), f"{source.name!r} is not usable as a label value here; use letters, digits and '_'"))
+    out += [
+        (
+            ("signals" if key in source.signals else "missing", key),
+            f"unknown signal; the signals are {', '.join(SIGNALS)}",
+        )
+        for key in (*source.signals, *source.missing)
+        if key not in SIGNALS
+    ]
+    out += [
+        (("missing", key), "is mapped under signals too; keep one") for key in source.signals if key in source.missing
+    ]
+    out += [
+        ((), f"{label!r} is not a label name")
+        for label in [source.model_label, *source.same_across]
+        if label is not None and not LABEL_NAME.fullmatch(label)
+    ]
+    for key, mapping in source.signals.items():
+        if key in SIGNALS:
+            out += [(("signals", key, *sub), message) for sub, message in _mapping_problems(SIGNALS[key], mapping)]
+    silent = [key for key in SIGNALS if key not in source.signals and key not in source.missing]
+    return out + [
+        ((), f"says nothing about {key}: map it under signals, or say why not under missing") for key in silent
+    ]
+
+
+def _mapping_problems(signal: Signal, mapping: Mapping) -> list[tuple[KeyPath, str]]:
+    out: list[tuple[KeyPath, str]] = []
+    ratio = signal.kind == "ratio"
+    shape = bool(mapping.metric) != bool(mapping.part) and (
+        not mapping.part or bool(mapping.whole) != bool(mapping.rest)
+    )
+    if not shape or (not ratio and (mapping.part or mapping.whole or mapping.rest)):
+        want = "'metric', or 'part' with 'whole' or 'rest'" if ratio else "'metric' only"
+        out.append(((), f"a {signal.kind} signal takes {want}"))
+    for key in ("metric", "part", "whole", "rest"):
+        for i, text in enumerate(getattr(mapping, key)):
+            try:
+                selector = parse_selector(text)
+            except ValueError as exc:
+                out.append(((key, i), str(exc)))
+                continue
+            if signal.kind == "histogram" and selector.metric.endswith(("_bucket", "_count", "_sum")):
+                out.append(
+                    ((key, i), f"{selector.metric}: give the histogram's base name, without _bucket/_count/_sum")
+                )
+    if mapping.model_label not in (None, INHERIT) and not LABEL_NAME.fullmatch(mapping.model_label):
+        out.append((("model_label",), f"{mapping.model_label!r} is not a label name"))
+    if mapping.scale <= 0 or (signal.kind == "histogram" and mapping.scale != 1.0):
+        out.append(
+            (
+                ("scale",),
+                "histograms must be in seconds already (their le labels cannot be scaled); "
+                "other signals take a positive factor",
+            )
+        )
+    return out
