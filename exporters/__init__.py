@@ -22,6 +22,8 @@ _EXPORTS = {
     "current_request": "instrumentation.request",
     "set_model": "instrumentation.request",
     "set_route": "instrumentation.request",
+    "set_operation": "instrumentation.request",
+    "record_usage": "instrumentation.request",
     "record_cache": "instrumentation.request",
     "record_prefill": "instrumentation.request",
     "record_decode": "instrumentation.request",
@@ -54,8 +56,10 @@ __all__ = [
     "record_embedding_stall",
     "record_prefill",
     "record_stage",
+    "record_usage",
     "set_gpu_memory_utilization",
     "set_model",
+    "set_operation",
     "set_route",
     "stage",
 ]
@@ -76,8 +80,10 @@ if TYPE_CHECKING:
         record_decode_warmup,
         record_embedding_stall,
         record_prefill,
+        record_usage,
         set_gpu_memory_utilization,
         set_model,
+        set_operation,
         set_route,
     )
     from obsbox.exporters.instrumentation.stages import record_stage, stage

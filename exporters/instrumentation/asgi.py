@@ -42,7 +42,10 @@ class AsgiMiddleware:
             return
         headers, sniff = _read_headers(scope["headers"], inst.worker_pool_header)
         method = scope["method"]
-        request, *tokens = inst.start(method, path, scope.get("scheme", "http"), headers)
+        server = scope.get("server")  # (host, port), or (path, None) on a unix socket
+        request, *tokens = inst.start(
+            method, path, scope.get("scheme", "http"), headers, (server[0], server[1]) if server and server[1] else None
+        )
         extra = [(k.encode(), v.encode()) for k, v in inst.response_headers(request)]
         status = 500
         first_byte: float | None = None

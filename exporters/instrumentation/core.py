@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from prometheus_client import CollectorRegistry, start_http_server
 
 from obsbox import __version__, conventions
-from obsbox.exporters.instrumentation import metric_plugins, otel_setup
+from obsbox.exporters.instrumentation import genai, metric_plugins, otel_setup
 from obsbox.exporters.instrumentation import request as _request
 from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics
 from obsbox.exporters.instrumentation.labels import UNKNOWN, BoundedLabel, RouteTemplates
@@ -48,6 +48,9 @@ class InstrumentConfig:
     default_worker_pool: str = "default"
     stages: Sequence[str] = conventions.STAGES
     stage_spans: bool = False  # a child span per stage(): a trace waterfall, ~13 µs a stage recorded, ~21 exported
+    # GenAI operations by route template (gen_ai.operation.name), and the provider named on them
+    genai_routes: Mapping[str, str] = field(default_factory=lambda: dict(genai.ROUTES))
+    genai_provider: str = genai.OPENAI  # the API the gateway speaks; set_operation(name, provider) overrides
     model_from_body: bool = True  # read "model" from a JSON request body the app did not name
     max_body_sniff: int = 64 * 1024
     metrics_path: str | None = "/metrics"  # served by the middleware itself; None: not mounted
@@ -63,6 +66,8 @@ class InstrumentConfig:
         for name in ("max_routes", "max_models", "max_worker_pools", "max_body_sniff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"InstrumentConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if not isinstance(self.genai_provider, str) or not self.genai_provider:
+            raise ValueError(f"InstrumentConfig.genai_provider must be a non-empty string, got {self.genai_provider!r}")
         if self.metrics_path is not None and not self.metrics_path.startswith("/"):
             raise ValueError(f"InstrumentConfig.metrics_path must start with '/', got {self.metrics_path!r}")
         unknown = [s for s in conventions.STAGES if s not in self.stages]
@@ -89,11 +94,14 @@ class Instrumentation:
         self.stage_set = frozenset(self.stages)
         self.routes = RouteTemplates(config.routes, cap=config.max_routes)
         self.model_label = BoundedLabel("model", config.models, config.max_models)
+        self.response_model_label = BoundedLabel("response_model", cap=config.max_models)
+        self.genai_routes = dict(config.genai_routes)
         self.worker_pool_label = BoundedLabel("worker_pool", config.worker_pools, config.max_worker_pools)
         self.gpu_label = BoundedLabel("gpu", cap=16)
         self.worker_pool_header = config.worker_pool_header.lower()
         self.untraced = frozenset(config.untraced_paths)
         self.http_duration = None
+        meter = None
         if self.otel.meter_provider is not None:
             meter = self.otel.meter_provider.get_meter("obsbox.exporters", __version__)
             self.http_duration = meter.create_histogram(
@@ -102,6 +110,7 @@ class Instrumentation:
                 description="Duration of HTTP server requests.",
                 explicit_bucket_boundaries_advisory=HTTP_DURATION_BUCKETS,
             )
+        self.genai = genai.GenAi(meter, genai.latest_experimental())
         self.metrics_server = None
         if config.metrics_port is not None:
             self.metrics_server, _ = start_http_server(config.metrics_port, config.metrics_host, self.registry)
@@ -117,10 +126,12 @@ class Instrumentation:
         path: str,
         scheme: str,
         headers: dict[str, str],
+        server: tuple[str, int] | None = None,
     ) -> tuple[RequestScope, Any, Any]:
         """Open the server span and make it and the request scope current. ``headers`` has
         lowercase names; only ``traceparent``, ``tracestate``, ``x-activity-id`` and the worker
-        pool header are read. Returns the scope and the two context tokens ``finish`` resets."""
+        pool header are read; ``server`` is the local address the request came in on. Returns the
+        scope and the two context tokens ``finish`` resets."""
         start = time.perf_counter()
         parent = None
         forced = None
@@ -139,7 +150,7 @@ class Instrumentation:
                 FORCED_TRACE_ID.reset(token)
         ctx = trace.set_span_in_context(span, parent)
         pool = self.worker_pool_label(headers.get(self.worker_pool_header) or self.config.default_worker_pool)
-        scope = RequestScope(self, span, ctx, start, method, path, pool)
+        scope = RequestScope(self, span, ctx, start, method, path, pool, server=server)
         self.metrics.child(self.metrics.in_flight, pool).inc()
         return scope, otel_context.attach(ctx), _request._current.set(scope)
 
@@ -178,13 +189,30 @@ class Instrumentation:
         span.set_attributes(
             {"http.route": route, "http.response.status_code": status, "gen_ai.request.model": scope.model or UNKNOWN}
         )
+        error_type = None
         if error is not None:
+            error_type = type(error).__qualname__
             span.record_exception(error)
-            span.set_attribute("error.type", type(error).__qualname__)
+            span.set_attribute("error.type", error_type)
             span.set_status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
         elif status >= 500:
+            error_type = status_code
             span.set_attribute("error.type", status_code)
             span.set_status(trace.StatusCode.ERROR)
+        operation = scope.operation or self.genai_routes.get(route)
+        if operation is not None:
+            if scope.provider is None:
+                scope.provider = self.config.genai_provider
+            response_model = self.response_model_label(scope.response_model) if scope.response_model else None
+            self.genai.finish(
+                scope,
+                operation,
+                request_model=model,
+                response_model=response_model,
+                duration=duration,
+                first_byte=reply,
+                error_type=error_type or (status_code if status >= 400 else None),
+            )
         span.end()
         if self.http_duration is not None:
             self.http_duration.record(

@@ -47,6 +47,7 @@ class OtelConfig:
     metrics_exporter: str | None = None
     logs_exporter: str | None = None
     tracer_provider: TracerProvider | None = None
+    meter_provider: Any = None  # bring your own MeterProvider (e.g. with an InMemoryMetricReader); not shut down
     span_processors: Sequence[SpanProcessor] = ()
     log_handler: bool = True  # send Python logging records over OTLP logs (root logger)
     set_global: bool = True  # make ours the global tracer provider when none is set yet
@@ -108,14 +109,19 @@ class OtelProviders:
     logger_provider: Any = None
     log_handler: logging.Handler | None = None
     owns_tracer_provider: bool = True
+    owns_meter_provider: bool = True
 
     def shutdown(self) -> None:
         if self.log_handler is not None:
             logging.getLogger().removeHandler(self.log_handler)
             self.log_handler = None
-        for provider in (self.meter_provider, self.logger_provider):
-            if provider is not None:
-                provider.shutdown()
+        if self.meter_provider is not None:
+            if self.owns_meter_provider:
+                self.meter_provider.shutdown()
+            else:
+                self.meter_provider.force_flush()
+        if self.logger_provider is not None:
+            self.logger_provider.shutdown()
         if self.owns_tracer_provider:
             self.tracer_provider.shutdown()
         else:
@@ -144,7 +150,10 @@ def build(config: OtelConfig) -> OtelProviders:
     if config.set_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(tp)
     metrics = exporter_choice("metrics", config.metrics_exporter)
-    if metrics != "none":
+    if config.meter_provider is not None:
+        providers.meter_provider = config.meter_provider
+        providers.owns_meter_provider = False
+    elif metrics != "none":
         providers.meter_provider = _meter_provider(resource, metrics)
     logs = exporter_choice("logs", config.logs_exporter)
     if logs != "none":

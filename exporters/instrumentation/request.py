@@ -2,16 +2,16 @@
 
 The middleware opens a ``RequestScope`` per request and makes it current (a contextvar, so it
 follows asyncio tasks and threads). The functions here report into the current scope: the model,
-the route template, cache results, token counts, decode speed. Outside an instrumented request they
-validate their input and record nothing, like the OpenTelemetry API without an SDK, so the same
-app code runs with and without ``instrument()``.
+the route template, the GenAI operation and its token usage, cache results, decode speed. Outside
+an instrumented request they validate their input and record nothing, like the OpenTelemetry API
+without an SDK, so the same app code runs with and without ``instrument()``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,6 +68,13 @@ class RequestScope:
     worker_pool: str
     model: str | None = None
     route: str | None = None
+    server: tuple[str, int] | None = None  # the address the request came in on (server.address/port)
+    operation: str | None = None  # gen_ai.operation.name, when the app names it
+    provider: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    response_model: str | None = None
+    finish_reasons: tuple[str, ...] | None = None
     stages: dict[str, float] = field(default_factory=dict)
     _exemplar: dict[str, str] | None = None
 
@@ -108,6 +115,54 @@ def set_route(template: str) -> None:
         scope.route = template
 
 
+def set_operation(name: str, provider: str | None = None) -> None:
+    """The GenAI operation this request performs (``gen_ai.operation.name``: ``chat``,
+    ``embeddings``, ...) and, when it is not ``InstrumentConfig.genai_provider``, its provider.
+    Needed only where the route is not one of ``genai_routes``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"set_operation: the operation must be a non-empty string, got {name!r}")
+    if provider is not None and (not isinstance(provider, str) or not provider):
+        raise ValueError(f"set_operation: the provider must be a non-empty string, got {provider!r}")
+    scope = _current.get()
+    if scope is not None:
+        scope.operation = name
+        if provider is not None:
+            scope.provider = provider
+
+
+def record_usage(
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    *,
+    response_model: str | None = None,
+    finish_reasons: Sequence[str] | None = None,
+) -> None:
+    """The reply's usage, as an OpenAI-style ``usage`` object and choices say: the token counts
+    (they replace what ``record_prefill``/``record_decode`` added up), the model that answered and
+    why it stopped. Feeds the GenAI span attributes and metrics only, not the ``gateway_*`` counters."""
+    if input_tokens is not None:
+        _check_count("record_usage", "input_tokens", input_tokens)
+    if output_tokens is not None:
+        _check_count("record_usage", "output_tokens", output_tokens)
+    if response_model is not None and not isinstance(response_model, str):
+        raise TypeError(f"record_usage: response_model must be a string, got {type(response_model).__name__}")
+    if finish_reasons is not None and (
+        isinstance(finish_reasons, str) or not all(isinstance(r, str) for r in finish_reasons)
+    ):
+        raise TypeError(f"record_usage: finish_reasons must be a sequence of strings, got {finish_reasons!r}")
+    scope = _current.get()
+    if scope is None:
+        return
+    if input_tokens is not None:
+        scope.input_tokens = input_tokens
+    if output_tokens is not None:
+        scope.output_tokens = output_tokens
+    if response_model is not None:
+        scope.response_model = response_model
+    if finish_reasons is not None:
+        scope.finish_reasons = tuple(finish_reasons)
+
+
 def record_cache(cache: str, hit: bool) -> None:
     """A lookup in one of ``conventions.CACHES``: ``gateway_cache_requests_total{cache,result}``."""
     if cache not in conventions.CACHES:
@@ -119,20 +174,23 @@ def record_cache(cache: str, hit: bool) -> None:
 
 
 def record_prefill(tokens: int) -> None:
-    """Prompt tokens prefilled for this request."""
+    """Prompt tokens prefilled for this request (also its ``gen_ai.usage.input_tokens``)."""
     _check_count("record_prefill", "tokens", tokens)
     scope = _current.get()
     if scope is not None:
+        scope.input_tokens = (scope.input_tokens or 0) + tokens
         m = scope.instrumentation.metrics
         m.child(m.prefill_tokens, scope.instrumentation.model_label(scope.model)).inc(tokens)
 
 
 def record_decode(tokens: int, seconds: float) -> None:
-    """A finished decode: the token count and the decode speed (tokens per second)."""
+    """A finished decode: the token count (also ``gen_ai.usage.output_tokens``) and the decode
+    speed (tokens per second)."""
     _check_count("record_decode", "tokens", tokens)
     _check_seconds("record_decode", seconds)
     scope = _current.get()
     if scope is not None:
+        scope.output_tokens = (scope.output_tokens or 0) + tokens
         m = scope.instrumentation.metrics
         model = scope.instrumentation.model_label(scope.model)
         m.child(m.decode_tokens, model).inc(tokens)

@@ -53,7 +53,7 @@ class WsgiMiddleware:
             and "json" in environ.get("CONTENT_TYPE", "")
         ):
             body = _read_body(environ, inst.config.max_body_sniff)
-        request, *tokens = inst.start(method, path, environ.get("wsgi.url_scheme", "http"), headers)
+        request, *tokens = inst.start(method, path, environ.get("wsgi.url_scheme", "http"), headers, _server(environ))
         response = _Response(inst, request, tokens, body)
 
         def start_watching(status: str, response_headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -70,6 +70,12 @@ class WsgiMiddleware:
         otel_context.detach(tokens[0])
         response.tokens = None
         return response
+
+
+def _server(environ: dict[str, Any]) -> tuple[str, int] | None:
+    """The server's own name and port (PEP 3333 requires both), for ``server.address``/``server.port``."""
+    port = environ.get("SERVER_PORT", "")
+    return (environ["SERVER_NAME"], int(port)) if environ.get("SERVER_NAME") and port.isdigit() else None
 
 
 def _read_body(environ: dict[str, Any], limit: int) -> list[bytes] | None:
