@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import pytest
@@ -34,9 +35,20 @@ def test_every_source_and_language_is_covered(shipped):
         assert source in wheres, source
 
 
+# a Grafana variable ($model, ${model}, ${__range}); "$1" and "${1}" are label_replace's group references
+TEMPLATE_VARIABLE = re.compile(r"\$(?:\{(?!\d)|[A-Za-z_])")
+
+
 def test_no_template_variable_reaches_the_parser(shipped):
-    leftovers = [q for q in shipped if "$" in q.expr]
+    leftovers = [q for q in shipped if TEMPLATE_VARIABLE.search(q.expr)]
     assert not leftovers, leftovers
+
+
+def test_a_group_reference_is_not_taken_for_a_template_variable():
+    assert not TEMPLATE_VARIABLE.search('label_replace(x, "model", "$1", "model_name", "(.*)")')
+    assert not TEMPLATE_VARIABLE.search('label_replace(x, "model", "${1}", "model_name", "(.*)")')
+    assert TEMPLATE_VARIABLE.search('rate(x{model="$model"}[5m])')
+    assert TEMPLATE_VARIABLE.search("rate(x[${__range}])")
 
 
 @pytest.mark.parametrize(
