@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from obsbox.exporters.bridge.processors.parse import ParseProcessor
 from obsbox.exporters.bridge.processors.trace import TraceConfig, TraceProcessor
 from obsbox.exporters.bridge.record import Origin, Record
 from obsbox.exporters.bridge.runner import Bridge
+from obsbox.exporters.bridge.sources.reader import FileReader
 
 ORIGIN = Origin("/var/log/app.json", b"\x01" * 16)
 LOGFMT = Origin("/var/log/app.log", ORIGIN.key, logfmt=True)  # a file detected as logfmt, same identity
@@ -37,6 +39,18 @@ def traced(*lines: bytes, origin: Origin = ORIGIN, **trace_options) -> list[Reco
     ctx = context()
     recs = ParseProcessor(None, ctx).process(records(*lines, origin=origin))
     return TraceProcessor(build(TraceConfig, trace_options), ctx).process(recs)
+
+
+def open_reader(path: Path, **options: object) -> FileReader:
+    """A file reader over ``path`` from its start, identified even before its first line is whole.
+    ``options`` are FileReader's (a read chunk of 1 MiB and a 1 KiB fingerprint unless given)."""
+    fd = os.open(path, os.O_RDONLY)
+    st = os.fstat(fd)
+    settings = {"read_chunk_bytes": 1 << 20, "fingerprint_bytes": 1024, **options}
+    reader = FileReader(str(path), fd, st.st_dev, st.st_ino, **settings)  # type: ignore[arg-type]
+    reader.identify(allow_incomplete=True)
+    reader.start_at(0)
+    return reader
 
 
 class Running:

@@ -3,7 +3,6 @@ CRI / Docker entries, with the position rule, the timeout, and the per-file opti
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
@@ -17,28 +16,13 @@ from obsbox.exporters.bridge.record import Lines, Record
 from obsbox.exporters.bridge.sources import multiline
 from obsbox.exporters.bridge.sources.reader import FileReader
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
-from tests.bridge.harness import Running, context, traced
+from tests.bridge.harness import Running, context, open_reader, traced
 
 CORPUS = Path(__file__).parent / "corpus" / "multiline"
 
 
 def reader_for(path: Path, option: object = "auto", fmt: str = "auto") -> FileReader:
-    fd = os.open(path, os.O_RDONLY)
-    st = os.fstat(fd)
-    reader = FileReader(
-        str(path),
-        fd,
-        st.st_dev,
-        st.st_ino,
-        max_line_bytes=4096,
-        read_chunk_bytes=1 << 20,
-        fingerprint_bytes=1024,
-        format=fmt,  # type: ignore[arg-type]
-        multiline=multiline.parse(option),
-    )
-    reader.identify(allow_incomplete=True)
-    reader.start_at(0)
-    return reader
+    return open_reader(path, max_line_bytes=4096, format=fmt, multiline=multiline.parse(option))
 
 
 def read_once(path: Path, option: object = "auto", fmt: str = "auto") -> tuple[list[Record], FileReader]:
@@ -250,21 +234,10 @@ def test_a_files_first_read_of_json_lines_is_one_block(tmp_path):
     """Only a byte order mark makes the first read of a file go line by line (through the rules)."""
     log = tmp_path / "app.json"
     log.write_bytes(b'{"a":1}\n{"b":2}\n{"c":3}\n')
-    fd = os.open(log, os.O_RDONLY)
-    reader = FileReader(
-        str(log),
-        fd,
-        0,
-        0,
-        max_line_bytes=1024,
-        read_chunk_bytes=1 << 20,
-        fingerprint_bytes=1024,
-        multiline=multiline.parse("auto"),
-    )
-    assert reader.identify()
+    reader = reader_for(log)
     out = Lines()
     reader.read(out, 100, 1 << 20, verify_head=False)
-    os.close(fd)
+    reader.close()
     assert out.blocks == 1 and len(out.items) == 1, "cut line by line"
     assert [rec.raw for rec in out.records()] == [b'{"a":1}', b'{"b":2}']  # the last one is held
 

@@ -4,34 +4,19 @@ are the file's lines: the same bytes, offsets and truncation as cutting every li
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsbox.exporters.bridge.deferred import Changes, Deferred, complete
 from obsbox.exporters.bridge.record import Block, Lines, Origin, Record
 from obsbox.exporters.bridge.sources.reader import BOM, FileReader, _lines_within
+from tests.bridge.harness import open_reader
 
 MAX_LINE = 64
 
 
 def reader_for(path, chunk: int) -> FileReader:
-    fd = os.open(path, os.O_RDONLY)
-    st_ = os.fstat(fd)
-    reader = FileReader(
-        str(path),
-        fd,
-        st_.st_dev,
-        st_.st_ino,
-        max_line_bytes=MAX_LINE,
-        read_chunk_bytes=chunk,
-        fingerprint_bytes=1024,
-        format="json",
-    )
-    reader.identify(allow_incomplete=True)
-    reader.start_at(0)
-    return reader
+    return open_reader(path, max_line_bytes=MAX_LINE, read_chunk_bytes=chunk, format="json")
 
 
 def expected(content: bytes) -> list[tuple[bytes, int, bool]]:
