@@ -430,25 +430,36 @@ class FileReader:
         base = self.read_offset - len(data) - len(self.partial)
         return (self.partial + data if self.partial else data), base
 
-    def _block(self, joined: bytes, base: int, out: Lines, room: int) -> bool:
+    def _block(self, joined: bytes, base: int, out: Lines, room: int, hold_last: bool = False) -> bool:
         """The hot path: the whole lines in ``joined`` (what ``_lines_from`` gives), as one
         :class:`Block`. False, with nothing changed: lines must be cut one by one (an overlong line
         may be among them, the file's first read may start with a byte order mark, there is no
-        newline), which ``_split`` does."""
+        newline), which ``_split`` does. ``hold_last`` (multiline records): only for a read of JSON
+        lines (``Rules.plain_block``), and the last whole line stays in ``partial``, as a record the
+        next line may continue."""
         if base == 0 and joined.startswith(BOM):
             return False
         end = joined.rfind(b"\n") + 1
-        if not end or (end > self.max_line_bytes and not _lines_within(joined, end, self.max_line_bytes)):
+        max_line = self.max_line_bytes
+        if not end or (end > max_line and not _lines_within(joined, end, max_line)):
             return False
-        lines, cut = _count_lines(joined, end, room)
-        if cut < end:  # batch full: give the rest back, to be read again next poll
-            end, self.read_offset, self.partial = cut, base + cut, b""
+        kept = end  # where the lines handed out end
+        if hold_last:
+            assert self.grouper is not None
+            if len(joined) - end > max_line or not self.grouper.rules.plain_block(joined, end):
+                return False
+            kept = joined.rfind(b"\n", 0, end - 1) + 1
+        lines, cut = _count_lines(joined, kept, room)
+        if cut < kept:  # batch full: give the rest back, to be read again next poll
+            kept, self.read_offset, self.partial = cut, base + cut, b""
+        elif hold_last:
+            self.partial = joined[kept:]
         else:
             self._keep_partial(joined[end:], base + end)
         if lines:
-            out.append(Block(self.origin, joined[:end], base, lines))
-            self.line_bytes = end // lines
-        self.emitted = base + end
+            out.append(Block(self.origin, joined[:kept], base, lines))
+            self.line_bytes = kept // lines
+        self.emitted = base + kept
         return True
 
     def _keep_partial(self, partial: bytes, offset: int) -> None:
@@ -567,26 +578,10 @@ class FileReader:
         joined, base = start
         overlong = len(out) - before
         room -= overlong
+        if self._block(joined, base, out, room, hold_last=True):
+            return overlong
         end = joined.rfind(b"\n") + 1
         max_line = self.max_line_bytes
-        if (
-            end
-            and (base or not joined.startswith(BOM))
-            and len(joined) - end <= max_line
-            and grouper.rules.plain_block(joined, end)
-            and (end <= max_line or _lines_within(joined, end, max_line))
-        ):
-            last = joined.rfind(b"\n", 0, end - 1) + 1  # the last whole line, held
-            lines, cut = _count_lines(joined, last, room)
-            if cut < last:  # batch full: give the rest back, to be read again next poll
-                self.read_offset, self.partial, last = base + cut, b"", cut
-            else:
-                self.partial = joined[last:]
-            if lines:
-                out.append(Block(self.origin, joined[:last], base, lines))
-                self.line_bytes = last // lines
-            self.emitted = base + last
-            return overlong
         parts = joined[:end].split(b"\n")
         parts.pop()
         tail, origin, pos = joined[end:], self.origin, base
