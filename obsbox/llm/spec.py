@@ -59,6 +59,8 @@ SIGNALS = {
         _latency("e2e", "e2e", "end-to-end request latency"),
         _latency("gateway_overhead", "gateway_overhead", "the gateway's own time, upstream call excluded"),
         Signal("cache_hit", "ratio", "llm_cache_hit", "prefix (KV) cache hit ratio, 0..1", counters=True),
+        Signal("requests", "counter", "llm_requests", "requests finished per second, whatever their outcome"),
+        Signal("errors", "counter", "llm_request_errors", "requests per second that failed on the server's side"),
         Signal("prompt_tokens", "counter", "llm_prompt_tokens", "prompt (input) tokens per second"),
         Signal("generation_tokens", "counter", "llm_generation_tokens", "generated (output) tokens per second"),
         Signal("requests_running", "gauge", "llm_requests_running", "requests being served"),
@@ -80,6 +82,7 @@ class Mapping:
     rest: list[str] = field(default_factory=list)
     model_label: str | None = INHERIT
     scale: float = 1.0
+    buckets: list[float] | None = None
     note: str = ""
 
     def selectors(self, key: str) -> list[Selector]:
@@ -187,6 +190,11 @@ def _mapping_problems(signal: Signal, mapping: Mapping) -> list[tuple[KeyPath, s
                 out.append(
                     ((key, i), f"{selector.metric}: give the histogram's base name, without _bucket/_count/_sum")
                 )
+    if mapping.buckets is not None:
+        if signal.kind != "histogram":
+            out.append((("buckets",), f"only a histogram has buckets; {signal.name} is a {signal.kind}"))
+        elif not mapping.buckets or any(b >= a for a, b in zip(mapping.buckets[1:], mapping.buckets, strict=False)):
+            out.append((("buckets",), "list the finite upper bounds (le), increasing, without +Inf"))
     if mapping.model_label not in (None, INHERIT) and not LABEL_NAME.fullmatch(mapping.model_label):
         out.append((("model_label",), f"{mapping.model_label!r} is not a label name"))
     if mapping.scale <= 0 or (signal.kind == "histogram" and mapping.scale != 1.0):

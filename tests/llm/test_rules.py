@@ -36,6 +36,7 @@ FIXTURES = {
 NOT_IN_FIXTURE = {
     ("litellm.prom", "requests_running"),  # litellm_in_flight_requests comes from a middleware the fixture leaves out
     ("vllm-v0.prom", "cache_hit"),  # the V0 engine has no prefix-cache counters
+    ("vllm-v0.prom", "errors"),  # the V0 engine has no finished_reason="error"
 }
 # vLLM's renames (loggers.py at 0.10.2 and 0.11.0 expose both names; the old ones are gone by 0.12.0)
 VLLM_RENAMES = {
@@ -311,6 +312,52 @@ def test_other_sources_values(tmp_path):
     run_rule_tests(tmp_path, rules_text(), tests)
 
 
+# (fixture, source, model, requests, errors): counted by hand from each exposition's samples
+REQUESTS_AND_ERRORS = [
+    ("vllm.prom", "vllm", MODEL, 1194, 0),  # finished_reason="error" is 0; abort is the client's
+    ("sglang.prom", "sglang", MODEL, 1200, 0),
+    ("tgi.prom", "tgi", None, 1205, 2),  # the 3 rejected (err="validation") are the client's
+    ("litellm.prom", "litellm", "llama-3.1-8b", 1206, 6),
+    ("genai-otlp.prom", "genai", MODEL, 1203, 3),  # the server's requests; 3 with error_type
+]
+
+
+def test_requests_and_errors_per_source(tmp_path):
+    """Every finished request, and those the server failed, per second over 5m, per model."""
+    tests = []
+    for fixture, source, model, requests, errors in REQUESTS_AND_ERRORS:
+        labels = {"source": source, **({"model": model} if model else {})}
+        checks = [
+            near(f'obsbox:llm_requests:rate5m{{source="{source}"}}', requests / SECONDS, **labels),
+            near(f'obsbox:llm_request_errors:rate5m{{source="{source}"}}', errors / SECONDS, **labels),
+        ]
+        tests.append(case(fixture, text(fixture), checks))
+    run_rule_tests(tmp_path, rules_text(), tests)
+
+
+def test_bucket_layouts_are_the_expositions(tmp_path):
+    """Each latency signal's buckets are the le bounds its source printed (the first name it maps)."""
+    sources = {s.name: s for s in llm.load()}
+    checked = 0
+    for fixture, name in FIXTURES.items():
+        exposition = text(fixture)
+        for signal, mapping in sources[name].signals.items():
+            if SIGNALS[signal].kind != "histogram" or mapping.buckets is None:
+                continue
+            selector = mapping.selectors("metric")[-1 if fixture == "vllm-v0.prom" else 0]
+            found = sorted(
+                {
+                    float(labels["le"])
+                    for n, labels, _, _ in samples(exposition)
+                    if n == f"{selector.metric}_bucket" and labels["le"] != "+Inf"
+                }
+            )
+            if found:
+                assert found == mapping.buckets, (fixture, signal)
+                checked += 1
+    assert checked >= 15
+
+
 def test_the_committed_rules_file_is_up_to_date_and_passes_promtool(tmp_path):
     assert llm.DEFAULT_RULES.read_text(encoding="utf-8") == rules_text(), (
         "compose/prometheus/rules/llm.rules.yml is out of date: "
@@ -344,6 +391,8 @@ def test_cli_check_says_when_the_file_is_stale(tmp_path):
         ),
         ("sources:\n  x:\n    title: t\n    signals: {cache_hit: {part: a}}\n", "'part' with 'whole' or 'rest'"),
         ("sources:\n  x:\n    title: t\n    signals: {ttft: 'a{b=}'}\n", "cannot read the label matcher"),
+        ("sources:\n  x:\n    title: t\n    signals: {ttft: {metric: a, buckets: [1, 0.5]}}\n", "increasing"),
+        ("sources:\n  x:\n    title: t\n    signals: {requests: {metric: a, buckets: [1]}}\n", "only a histogram"),
     ],
 )
 def test_bad_sources_files_get_a_located_one_line_error(tmp_path, yaml_text, error):
