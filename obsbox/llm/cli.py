@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from obsbox.llm.rules import render
+from obsbox.llm.slo import template
 from obsbox.llm.spec import DEFAULT_SOURCES, SIGNALS, load
 from obsbox.slo.rules import up_to_date, write
 
@@ -38,6 +39,47 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rules.add_argument("--out", type=Path, metavar="RULES_FILE", help="where to write (default: standard output)")
     rules.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
     rules.set_defaults(func=_rules)
+
+    slo = commands.add_parser(
+        "slo",
+        help="print ready SLOs (TTFT, inter-token, end-to-end latency, errors) for the sources, as a spec",
+        description="Write an SLO spec for `obsbox slo build`: a TTFT, inter-token latency, end-to-end latency "
+        "and error SLO for each source that has the signal, with chat-serving thresholds and each source's "
+        "bucket layout. With --check, exit 1 when --out is not what this command would write.",
+    )
+    slo.add_argument(
+        "sources",
+        type=Path,
+        nargs="?",
+        default=DEFAULT_SOURCES,
+        metavar="SOURCES_YAML",
+        help="the sources file (default: the shipped one)",
+    )
+    slo.add_argument(
+        "--source", action="append", default=[], metavar="NAME", help="only this source (repeatable; default: all)"
+    )
+    slo.add_argument("--out", type=Path, metavar="SLO_YAML", help="where to write (default: standard output)")
+    slo.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
+    slo.set_defaults(func=_slo)
+
+
+def _slo(args: argparse.Namespace) -> int:
+    sources = load(args.sources)
+    unknown = sorted(set(args.source) - {s.name for s in sources})
+    if unknown:
+        known = ", ".join(s.name for s in sources)
+        print(f"obsbox llm slo: no source {', '.join(unknown)} in {args.sources} (known: {known})", file=sys.stderr)
+        return 2
+    chosen = [s for s in sources if not args.source or s.name in args.source]
+    text = template(chosen, args.sources.name)
+    if args.check:
+        return 0 if args.out is not None and up_to_date(args.out, text, f"obsbox llm slo --out {args.out}") else 1
+    if args.out is None:
+        sys.stdout.write(text)
+    else:
+        write(args.out, text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def _rules(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo.rules import num, render, rules, slo_windows, up_to_date, write
+from obsbox.slo.rules import estimates, num, render, rules, slo_windows, up_to_date, write
 from obsbox.slo.spec import DEFAULT_SPEC, load
 
 
@@ -67,7 +67,10 @@ def log_rules(files: Sequence[Path] = (), defaults: bool = True) -> list[Rule]:
 def generate(spec: Path, log_rule_objects: Sequence[Rule] | None = None) -> str:
     """The rules file's text for ``spec``, as ``obsbox slo build`` writes it."""
     found = log_rules() if log_rule_objects is None else list(log_rule_objects)
-    return render(rules(load(spec, found), found), Path(spec).name)
+    slos = load(spec, found)
+    for line in estimates(slos):
+        print(f"warning: {line}", file=sys.stderr)
+    return render(rules(slos, found), Path(spec).name, slos)
 
 
 def _log_rules(args: argparse.Namespace) -> list[Rule]:
@@ -87,7 +90,7 @@ def _build(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     found = _log_rules(args)
     slos = load(args.spec, found)
-    text = render(rules(slos, found), args.spec.name)
+    text = render(rules(slos, found), args.spec.name, slos)
     for slo in slos:
         print(
             f"{slo.name} ({slo.service}): {slo.sli.kind}, objective {num(slo.objective)} over {slo.window}, "

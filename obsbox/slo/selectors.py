@@ -44,6 +44,11 @@ class Selector:
         return self.metric + "{" + ",".join(map(str, self.matchers)) + "}"
 
 
+def num(value: float) -> str:
+    """A number as PromQL and humans read it: 0.05, not 0.050000000000000044."""
+    return f"{value:.12g}"
+
+
 def quote(value: str) -> str:
     """A PromQL double-quoted string."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

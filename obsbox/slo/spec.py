@@ -39,7 +39,7 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
-from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, parse_matcher, parse_selector
+from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, num, parse_matcher, parse_selector
 
 
 def _shipped(name: str) -> Path:
@@ -106,6 +106,10 @@ class SLI:
     metric: str | None = None
     threshold: float | None = None
     buckets: list[float] | None = None
+    histogram: Literal["classic", "native"] = "classic"
+    off_bucket: Literal["refuse", "nearest", "interpolate"] = "refuse"
+    older_names: list[str] = field(default_factory=list)
+    counters: list[str] = field(default_factory=list)  # counters named without _total (TGI's exporter)
     good: str | None = None
     bad: str | None = None
     total: str | None = None
@@ -125,8 +129,14 @@ class SLI:
             return [*out, ((), "a latency SLI needs 'metric' (the histogram's name, without _bucket)")]
         if self.threshold is None:
             return [*out, ((), "a latency SLI needs 'threshold' (seconds, e.g. 300ms)")]
-        if not METRIC_NAME.fullmatch(self.metric) or self.metric.endswith(("_bucket", "_count", "_sum")):
-            out.append((("metric",), f"{self.metric!r}: give the histogram's base name, without _bucket/_count/_sum"))
+        for key, name in [("metric", self.metric), *((("older_names", i), n) for i, n in enumerate(self.older_names))]:
+            if not METRIC_NAME.fullmatch(name) or name.endswith(("_bucket", "_count", "_sum")):
+                where = (key,) if isinstance(key, str) else key
+                out.append((where, f"{name!r}: give the histogram's base name, without _bucket/_count/_sum"))
+        if self.threshold <= 0:
+            out.append((("threshold",), f"{self.threshold:g} is not a positive duration"))
+        if self.histogram == "native":
+            return out  # histogram_fraction gives the share under any threshold: no buckets to check
         known = histograms.get(self.metric)
         if known is not None and self.buckets is not None and not _same_buckets(known, self.buckets):
             out.append((("buckets",), f"{self.metric} has the buckets {_list(known)}, not {_list(self.buckets)}"))
@@ -140,14 +150,65 @@ class SLI:
                 )
             )
         elif self.le(buckets) is None:
-            out.append(
-                (
-                    ("threshold",),
-                    f"{self.threshold:g} is not a bucket boundary of {self.metric} (buckets: {_list(buckets)}); "
-                    "the SLI counts the requests in the bucket le=THRESHOLD, so it must be one of them",
+            lower, upper = self.bucket_around(buckets)
+            nearest = f"{lower:g} and {upper:g}" if upper is not None else f"{lower:g} (the last finite one)"
+            if self.off_bucket == "refuse":
+                out.append(
+                    (
+                        ("threshold",),
+                        f"{self.threshold:g} is not a bucket boundary of {self.metric} (nearest: {nearest}); "
+                        "use one of them, or set sli.off_bucket to nearest or interpolate (an estimate), "
+                        "or sli.histogram: native if the source sends native histograms",
+                    )
                 )
-            )
+            elif upper is None and self.off_bucket == "interpolate":
+                out.append(
+                    (
+                        ("threshold",),
+                        f"{self.threshold:g} is above the last finite bucket boundary of {self.metric} "
+                        f"({lower:g}): nothing to interpolate towards; use off_bucket: nearest",
+                    )
+                )
         return out
+
+    def bucket_around(self, buckets: Sequence[float]) -> tuple[float, float | None]:
+        """The bucket ``(lower, upper]`` holding the threshold: 0 below the first bound, None past the last."""
+        assert self.threshold is not None
+        lower = 0.0
+        for bound in sorted(buckets):
+            if bound >= self.threshold:
+                return lower, bound
+            lower = bound
+        return lower, None
+
+    def estimate(self) -> str | None:
+        """What an off-bucket SLI estimates and the bound of its error; None when it counts exactly."""
+        buckets = self.buckets
+        if self.kind != "latency" or self.histogram == "native" or buckets is None or self.le(buckets) is not None:
+            return None
+        lower, upper = self.bucket_around(buckets)
+        bucket = f"({lower:g}, {upper:g}]" if upper is not None else f"({lower:g}, +Inf)"
+        if self.off_bucket == "nearest":
+            how = f"counts the requests under {go_float(self._nearest(buckets))} s instead"
+        else:
+            how = "interpolates linearly inside it"
+        return (
+            f"{self.threshold:g} s lies inside the bucket {bucket} of {self.metric}: the SLI {how}, so it can "
+            f"count wrong at most the requests of that bucket; the error of the good ratio is at most their "
+            f"share of all requests"
+        )
+
+    def resolve(self, histograms: Mapping[str, Sequence[float]]) -> None:
+        """Take the buckets of a histogram obsbox knows, when the spec lists none."""
+        if self.kind == "latency" and self.buckets is None and self.metric in histograms:
+            self.buckets = list(histograms[self.metric])
+
+    def _nearest(self, buckets: Sequence[float]) -> float:
+        lower, upper = self.bucket_around(buckets)
+        threshold = self.threshold or 0.0
+        if upper is None or (lower > 0 and threshold - lower <= upper - threshold):
+            return lower
+        return upper
 
     def _availability_problems(self) -> list[Problem]:
         out: list[Problem] = [
@@ -164,8 +225,12 @@ class SLI:
             if text is None:
                 continue
             error = _error(parse_selector, text)
-            if error is None and not parse_selector(text).metric.endswith(_COUNTER_SUFFIXES):
-                error = f"{parse_selector(text).metric} is not a counter (counters end in _total, _count or _bucket)"
+            metric = parse_selector(text).metric if error is None else ""
+            if error is None and not metric.endswith(_COUNTER_SUFFIXES) and metric not in self.counters:
+                error = (
+                    f"{metric} is not a counter (counters end in _total, _count or _bucket; "
+                    "list a counter named otherwise under sli.counters)"
+                )
             if error:
                 out.append(((key,), error))
         return out
@@ -177,13 +242,38 @@ class SLI:
                 return go_float(bound)
         return None
 
-    def le_matcher(self) -> Matcher:
-        """The threshold's bucket: ``le="0.3"``; a whole number matches both "1" (Go clients, Prometheus 2)
-        and "1.0" (the Python client, and Prometheus 3, which normalizes ``le`` on ingestion)."""
-        le = go_float(float(f"{self.threshold:.12g}"))
+    def le_matcher(self, bound: float | None = None) -> Matcher:
+        """The threshold's bucket (or ``bound``'s): ``le="0.3"``; a whole number matches both "1" (Go
+        clients, Prometheus 2) and "1.0" (the Python client, and Prometheus 3, which normalizes ``le``)."""
+        le = go_float(float(f"{self.threshold:.12g}") if bound is None else bound)
         if le.endswith(".0"):
             return Matcher("le", "=~", f"{le[:-2]}|{le}")
         return Matcher("le", "=", le)
+
+    def _sum_rate(self, suffix: str, window: str, matchers: Sequence[Matcher]) -> str:
+        """``sum(rate(METRIC_suffix{matchers}[window]))``; with older names, the first each target exposes."""
+        names = [self.metric or "", *self.older_names]
+        rates = [f"rate({Selector(name + suffix, tuple(matchers))}[{window}])" for name in names]
+        if len(rates) == 1:
+            return f"sum({rates[0]})"
+        return "sum(\n  " + "\n  or\n  ".join(f"sum by (job, instance) ({r})" for r in rates) + "\n)"
+
+    def _good_rate(self, window: str, filters: Sequence[Matcher]) -> str:
+        """Requests per second under the threshold (classic histograms: exact, nearest or interpolated)."""
+        buckets = self.buckets
+        if buckets is None or self.le(buckets) is not None:
+            return f"{self._sum_rate('_bucket', window, (*filters, self.le_matcher()))} or vector(0)"
+        if self.off_bucket == "nearest":
+            near = self.le_matcher(self._nearest(buckets))
+            return f"{self._sum_rate('_bucket', window, (*filters, near))} or vector(0)"
+        lower, upper = self.bucket_around(buckets)
+        assert upper is not None and self.threshold is not None
+        share = num((self.threshold - lower) / (upper - lower))
+        above = f"{share} * ({self._sum_rate('_bucket', window, (*filters, self.le_matcher(upper)))} or vector(0))"
+        if lower == 0:
+            return above
+        below = f"({self._sum_rate('_bucket', window, (*filters, self.le_matcher(lower)))} or vector(0))"
+        return f"{num(1 - float(share))} * {below}\n+ {above}"
 
     def selectors(self, filters: Sequence[Matcher] = ()) -> tuple[Selector, Selector, bool]:
         """``(events, total, events_are_errors)``: the SLI's two counters, with ``filters`` applied."""
@@ -198,12 +288,23 @@ class SLI:
 
     def error_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """Errors per second over ``window``, summed over every matching series."""
+        total = self.total_rate_expr(window, filters)
+        if self.kind == "latency" and self.histogram == "native":
+            whole = self._sum_rate("", window, filters)
+            good = f"{total} * histogram_fraction(0, {num(self.threshold or 0)}, {whole}) >= 0"
+            return f"{total} - ({good} or vector(0))"
+        if self.kind == "latency":
+            return f"{total} - ({self._good_rate(window, filters)})"
         events, _, are_errors = self.selectors(filters)
         counted = f"sum(rate({events}[{window}])) or vector(0)"
-        return counted if are_errors else f"{self.total_rate_expr(window, filters)} - ({counted})"
+        return counted if are_errors else f"{total} - ({counted})"
 
     def total_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """Events per second over ``window``."""
+        if self.kind == "latency" and self.histogram == "native":
+            return f"histogram_count({self._sum_rate('', window, filters)})"
+        if self.kind == "latency":
+            return self._sum_rate("_count", window, filters)
         return f"sum(rate({self.selectors(filters)[1]}[{window}]))"
 
     def error_ratio_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
@@ -321,6 +422,7 @@ def _load(doc: Document, log_rules: Sequence[Rule] | None) -> list[SLO]:
     for i, slo in enumerate(spec.slos):
         if slo.service is None:
             slo.service = spec.service
+        slo.sli.resolve(histograms)
         for key, message in slo.problems(histograms):
             raise doc.error(("slos", i, *key), message)
         if slo.name in seen:
@@ -336,6 +438,7 @@ def check(slos: Sequence[SLO], log_rules: Sequence[Rule] | None = None) -> None:
     histograms = known_histograms(log_rules)
     names = [slo.name for slo in slos]
     for slo in slos:
+        slo.sli.resolve(histograms)
         for key, message in slo.problems(histograms):
             raise ConfigError(message, source=f"SLO {slo.name}", key=".".join(map(str, key)) or None)
         if names.count(slo.name) > 1:

@@ -1,0 +1,221 @@
+"""The ready LLM SLOs (``obsbox llm slo``) on each server's exposition, and thresholds off the buckets.
+
+Each exposition is fed to ``promtool test rules`` as tests/llm/test_rules.py does (counters rising
+linearly over ten minutes), so at minute 10 every SLO's 5m error ratio is the exposition's own: for a
+threshold inside a bucket, the linear interpolation between its two bounds, computed here from the
+exposition's text alone.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from obsbox import llm, slo
+from obsbox.cli import main
+from obsbox.config import ConfigError
+from obsbox.llm.slo import template
+from obsbox.slo.cli import generate
+from obsbox.slo.selectors import Selector, parse_selector
+from obsbox.slo.spec import DEFAULT_RULES
+from tests.llm.test_rules import SECONDS, case, near, samples, text
+from tests.slo.scenarios import promtool, run_rule_tests
+
+SPEC = DEFAULT_RULES.parents[2] / "slo-llm.yaml"
+RULES = DEFAULT_RULES.parent / "slo-llm.rules.yml"
+FIXTURES = {
+    "vllm.prom": "vllm",
+    "vllm-v0.prom": "vllm",
+    "sglang.prom": "sglang",
+    "tgi.prom": "tgi",
+    "litellm.prom": "litellm",
+    "genai-otlp.prom": "genai",
+}
+
+
+def matches(selector: Selector, name: str, labels: dict[str, str]) -> bool:
+    def one(op: str, value: str, want: str) -> bool:
+        return {
+            "=": value == want,
+            "!=": value != want,
+            "=~": re.fullmatch(want, value) is not None,
+            "!~": re.fullmatch(want, value) is None,
+        }[op]
+
+    return name == selector.metric and all(one(m.op, labels.get(m.label, ""), m.value) for m in selector.matchers)
+
+
+def counted(exposition: str, selector: Selector) -> float:
+    return sum(v for name, labels, v, _ in samples(exposition) if matches(selector, name, labels))
+
+
+def expected_error_ratio(exposition: str, objective: slo.SLO) -> float | None:
+    """The SLO's error ratio from the exposition; None when the exposition lacks its series."""
+    sli = objective.sli
+    if sli.kind == "availability":
+        assert sli.bad and sli.total
+        total = counted(exposition, parse_selector(sli.total))
+        return counted(exposition, parse_selector(sli.bad)) / total if total else None
+    assert sli.metric and sli.threshold and sli.buckets
+    names = [sli.metric, *sli.older_names]
+    name = next((n for n in names if f"{n}_count" in exposition), None)
+    if name is None:
+        return None
+    buckets: dict[float, float] = {0.0: 0.0}
+    for sample, labels, value, _ in samples(exposition):
+        if sample == f"{name}_bucket" and labels["le"] != "+Inf":
+            buckets[float(labels["le"])] = buckets.get(float(labels["le"]), 0.0) + value
+    lower, upper = sli.bucket_around(sli.buckets)
+    assert upper is not None
+    share = (sli.threshold - lower) / (upper - lower)
+    good = buckets[lower] * (1 - share) + buckets[upper] * share
+    return 1 - good / counted(exposition, Selector(f"{name}_count"))
+
+
+def test_the_committed_llm_spec_and_rules_are_up_to_date_and_pass_promtool(tmp_path):
+    assert SPEC.read_text(encoding="utf-8") == template(llm.load(), "sources.yaml"), (
+        "compose/slo-llm.yaml is out of date: run obsbox llm slo --out compose/slo-llm.yaml"
+    )
+    assert RULES.read_text(encoding="utf-8") == generate(SPEC), (
+        "compose/prometheus/rules/slo-llm.rules.yml is out of date: "
+        "run obsbox slo build compose/slo-llm.yaml --out compose/prometheus/rules/slo-llm.rules.yml"
+    )
+    result = promtool("check", "rules", str(RULES), cwd=tmp_path)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    header = RULES.read_text(encoding="utf-8").split("groups:", 1)[0]
+    assert "# SLO vllm-ttft (vllm): 0.45 s lies inside the bucket (0.25, 0.5]" in header
+
+
+def test_every_source_slo_shows_data_with_the_expositions_ratio(tmp_path):
+    """One promtool run: each exposition is its own scrape target (instance), and no two share a name
+    (vLLM's V0 exposition, which would, is the next test's)."""
+    slos = slo.load(SPEC)
+    checks, series, checked = [], [], set()
+    for fixture, source in FIXTURES.items():
+        if fixture == "vllm-v0.prom":
+            continue
+        exposition = text(fixture)
+        series += case(fixture, exposition, [])["input_series"]
+        for objective in slos:
+            if objective.service != source:
+                continue
+            ratio = expected_error_ratio(exposition, objective)
+            if ratio is None:
+                continue
+            identity = {"slo": objective.name, "service": source}
+            checks.append(near(objective.recorded("slo:sli_error:ratio_rate5m"), ratio, **identity))
+            checked.add(objective.name)
+    assert checked == {s.name for s in slos}, {s.name for s in slos} - checked  # every SLO has data
+    test = {"name": "every source", "interval": "1m", "input_series": series, "promql_expr_test": checks}
+    run_rule_tests(tmp_path, RULES.read_text(encoding="utf-8"), [test])
+
+
+def test_renamed_metrics_are_counted_once(tmp_path):
+    """vLLM's V0 exposition prints inter-token latency under both names: the SLI counts one."""
+    v0 = text("vllm-v0.prom")
+    (itl,) = [s for s in slo.load(SPEC) if s.name == "vllm-inter-token"]
+    count = counted(v0, Selector("vllm:inter_token_latency_seconds_count"))
+    assert count == counted(v0, Selector("vllm:time_per_output_token_seconds_count")) > 0
+    checks = [near(itl.recorded(slo.EVENTS_RATE), count / SECONDS, slo=itl.name, service="vllm")]
+    run_rule_tests(tmp_path, RULES.read_text(encoding="utf-8"), [case("v0", v0, checks)])
+
+
+OFF = """\
+service: gateway
+slos:
+  - name: ReplyLatency
+    objective: 0.95
+    sli:
+      kind: latency
+      metric: gateway_reply_latency_seconds
+      threshold: 250ms
+{extra}    runbook: Look at the stage breakdown.
+"""
+
+
+def test_an_off_bucket_threshold_is_refused_naming_the_nearest_boundaries(tmp_path):
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(OFF.format(extra=""), encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        slo.load(spec)
+    message = str(caught.value)
+    assert message.startswith(f"{spec}:8: slos[0].sli.threshold: 0.25 is not a bucket boundary"), message
+    assert "(nearest: 0.2 and 0.3)" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("mode", "bucket_rates"),
+    [
+        ("interpolate", ['0.5 * (sum(rate(gateway_reply_latency_seconds_bucket{le="0.2"}', "+ 0.5 * ("]),
+        # halfway: the lower bound, the stricter SLI
+        ("nearest", ['sum(rate(gateway_reply_latency_seconds_bucket{le="0.2"}[5m]))', "under 0.2 s instead"]),
+    ],
+)
+def test_an_estimated_threshold_warns_with_its_bound_in_the_build_the_header_and_the_alerts(
+    tmp_path, capsys, mode, bucket_rates
+):
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(OFF.format(extra=f"      off_bucket: {mode}\n"), encoding="utf-8")
+    out = tmp_path / "rules.yml"
+    assert main(["slo", "build", str(spec), "--out", str(out)]) == 0
+    bound = "can count wrong at most the requests of that bucket"
+    warning = capsys.readouterr().err
+    assert warning.startswith("warning: SLO ReplyLatency (gateway): 0.25 s lies inside the bucket (0.2, 0.3]")
+    assert bound in warning
+    rules = out.read_text(encoding="utf-8")
+    assert bound in rules.split("groups:", 1)[0]
+    assert rules.count("The SLI is an estimate: 0.25 s lies inside") == 4  # each burn alert says it
+    assert all(part in rules for part in bucket_rates)
+    result = promtool("check", "rules", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_interpolated_threshold_evaluates_to_the_linear_estimate(tmp_path):
+    """100 requests a minute: 60 under 0.2 s, 90 under 0.3 s; at 0.25 s the estimate is 75 good."""
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(OFF.format(extra="      off_bucket: interpolate\n"), encoding="utf-8")
+    (objective,) = slo.load(spec)
+    series = [
+        {"series": f'gateway_reply_latency_seconds_bucket{{le="{le}"}}', "values": f"0+{n}x15"}
+        for le, n in (("0.2", 60), ("0.3", 90), ("+Inf", 100))
+    ]
+    series.append({"series": "gateway_reply_latency_seconds_count", "values": "0+100x15"})
+    test = {
+        "name": "interpolated",
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            near(objective.recorded("slo:sli_error:ratio_rate5m"), 0.25, slo="ReplyLatency", service="gateway")
+        ],
+    }
+    run_rule_tests(tmp_path, generate(spec), [test])
+
+
+def test_a_native_histogram_sli_reads_histogram_fraction_and_passes_promtool_check(tmp_path):
+    """Debian's promtool (2.42) checks histogram_fraction; its test series notation has no native
+    histograms, so the evaluation itself is not run here."""
+    spec = tmp_path / "slo.yaml"
+    spec.write_text(
+        OFF.format(extra="      histogram: native\n").replace("gateway_reply_latency_seconds", "my_ttft_seconds"),
+        encoding="utf-8",
+    )
+    (objective,) = slo.load(spec)  # no buckets needed: histogram_fraction takes any threshold
+    assert objective.sli.estimate() is None
+    ratio = objective.error_ratio_expr("5m")
+    assert "histogram_fraction(0, 0.25, sum(rate(my_ttft_seconds[5m])))" in ratio
+    assert "histogram_count(sum(rate(my_ttft_seconds[5m])))" in ratio
+    (tmp_path / "rules.yml").write_text(generate(spec), encoding="utf-8")
+    result = promtool("check", "rules", "rules.yml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_llm_slo_cli_prints_one_source_and_refuses_an_unknown_one(tmp_path):
+    run = [sys.executable, "-m", "obsbox", "llm", "slo"]
+    one = subprocess.run([*run, "--source", "tgi"], capture_output=True, text=True, check=False)
+    assert one.returncode == 0 and "name: tgi-errors" in one.stdout and "vllm" not in one.stdout
+    assert "# tgi: no ttft SLO (TGI has no time-to-first-token histogram" in one.stdout
+    bad = subprocess.run([*run, "--source", "vlm"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "no source vlm" in bad.stderr and bad.stderr.count("\n") == 1
