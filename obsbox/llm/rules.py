@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from obsbox.llm.spec import SIGNALS, Mapping, Signal, Source, load
-from obsbox.slo.rules import dump, num
-from obsbox.slo.selectors import Selector
+from obsbox.slo.rules import dump
+from obsbox.slo.selectors import Selector, num
 
 WINDOW = "5m"
 TARGET = ("job", "instance")  # where a renamed metric's two names are compared

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo.rules import estimates, num, render, rules, slo_windows, up_to_date, write
+from obsbox.slo.rules import estimates, render, rules, slo_windows, up_to_date, write
+from obsbox.slo.selectors import num
 from obsbox.slo.spec import DEFAULT_SPEC, load
 
 

@@ -129,9 +129,10 @@ class SLI:
             return [*out, ((), "a latency SLI needs 'metric' (the histogram's name, without _bucket)")]
         if self.threshold is None:
             return [*out, ((), "a latency SLI needs 'threshold' (seconds, e.g. 300ms)")]
-        for key, name in [("metric", self.metric), *((("older_names", i), n) for i, n in enumerate(self.older_names))]:
+        named: list[tuple[KeyPath, str]] = [(("metric",), self.metric)]
+        named += [(("older_names", i), name) for i, name in enumerate(self.older_names)]
+        for where, name in named:
             if not METRIC_NAME.fullmatch(name) or name.endswith(("_bucket", "_count", "_sum")):
-                where = (key,) if isinstance(key, str) else key
                 out.append((where, f"{name!r}: give the histogram's base name, without _bucket/_count/_sum"))
         if self.threshold <= 0:
             out.append((("threshold",), f"{self.threshold:g} is not a positive duration"))
@@ -200,7 +201,7 @@ class SLI:
 
     def resolve(self, histograms: Mapping[str, Sequence[float]]) -> None:
         """Take the buckets of a histogram obsbox knows, when the spec lists none."""
-        if self.kind == "latency" and self.buckets is None and self.metric in histograms:
+        if self.kind == "latency" and self.buckets is None and self.metric is not None and self.metric in histograms:
             self.buckets = list(histograms[self.metric])
 
     def _nearest(self, buckets: Sequence[float]) -> float:
