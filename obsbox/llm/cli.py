@@ -9,7 +9,7 @@ from pathlib import Path
 from obsbox.llm.rules import render
 from obsbox.llm.slo import template
 from obsbox.llm.spec import DEFAULT_SOURCES, SIGNALS, load
-from obsbox.slo.rules import up_to_date, write
+from obsbox.slo.rules import emit, up_to_date
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,16 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Write the recording rules. With --check, write nothing: print what each source maps and "
         "lacks, and exit 1 when --out is not what this command would write.",
     )
-    rules.add_argument(
-        "sources",
-        type=Path,
-        nargs="?",
-        default=DEFAULT_SOURCES,
-        metavar="SOURCES_YAML",
-        help="the sources file (default: the shipped one)",
-    )
-    rules.add_argument("--out", type=Path, metavar="RULES_FILE", help="where to write (default: standard output)")
-    rules.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
+    _file_options(rules, "RULES_FILE")
     rules.set_defaults(func=_rules)
 
     slo = commands.add_parser(
@@ -47,7 +38,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "and error SLO for each source that has the signal, with chat-serving thresholds and each source's "
         "bucket layout. With --check, exit 1 when --out is not what this command would write.",
     )
+    _file_options(slo, "SLO_YAML")
     slo.add_argument(
+        "--source", action="append", default=[], metavar="NAME", help="only this source (repeatable; default: all)"
+    )
+    slo.set_defaults(func=_slo)
+
+
+def _file_options(p: argparse.ArgumentParser, out: str) -> None:
+    """What ``rules`` and ``slo`` share: the sources file read, the file written, and --check."""
+    p.add_argument(
         "sources",
         type=Path,
         nargs="?",
@@ -55,12 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SOURCES_YAML",
         help="the sources file (default: the shipped one)",
     )
-    slo.add_argument(
-        "--source", action="append", default=[], metavar="NAME", help="only this source (repeatable; default: all)"
-    )
-    slo.add_argument("--out", type=Path, metavar="SLO_YAML", help="where to write (default: standard output)")
-    slo.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
-    slo.set_defaults(func=_slo)
+    p.add_argument("--out", type=Path, metavar=out, help="where to write (default: standard output)")
+    p.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
 
 
 def _slo(args: argparse.Namespace) -> int:
@@ -74,24 +70,14 @@ def _slo(args: argparse.Namespace) -> int:
     text = template(chosen, args.sources.name)
     if args.check:
         return 0 if args.out is not None and up_to_date(args.out, text, f"obsbox llm slo --out {args.out}") else 1
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        write(args.out, text)
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    return emit(args.out, text)
 
 
 def _rules(args: argparse.Namespace) -> int:
     sources = load(args.sources)
     text = render(sources, args.sources.name)
     if not args.check:
-        if args.out is None:
-            sys.stdout.write(text)
-        else:
-            write(args.out, text)
-            print(f"wrote {args.out}", file=sys.stderr)
-        return 0
+        return emit(args.out, text)
     for source in sources:
         mapped = [name for name in SIGNALS if name in source.signals]
         print(f"{source.name}: {', '.join(mapped)}; missing: {', '.join(source.missing) or 'nothing'}")

@@ -19,10 +19,9 @@ from typing import Any
 
 from obsbox.llm.spec import SIGNALS, Mapping, Signal, Source, load
 from obsbox.slo.rules import dump
-from obsbox.slo.selectors import Selector, num
+from obsbox.slo.selectors import TARGET, Selector, first_present, num
 
 WINDOW = "5m"
-TARGET = ("job", "instance")  # where a renamed metric's two names are compared
 
 
 def rules(sources: Sequence[Source]) -> dict[str, Any]:
@@ -78,13 +77,13 @@ def _pick(
 ) -> str:
     """The selectors' series per model (and ``extra`` labels): the first name each target exposes."""
     per_target = [*TARGET, *([model] if model else []), *extra]
-    options = []
+    inners = []
     for selector in selectors:
         inner = f"rate({selector}[{WINDOW}])" if rate else str(selector)
         if source.same_across:
             inner = f"max without ({', '.join(source.same_across)}) ({inner})"
-        options.append(f"{aggregate} by ({', '.join(per_target)}) ({inner})")
-    expr = options[0] if len(options) == 1 else "\n  or\n".join(f"({option})" for option in options)
+        inners.append(inner)
+    expr = first_present(inners, per_target, aggregate)
     if model and model != "model":
         expr = f'label_replace({expr}, "model", "$1", "{model}", "(.*)")'
     keep = [*(["model"] if model else []), *extra]

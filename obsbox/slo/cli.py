@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo.rules import estimates, render, rules, slo_windows, up_to_date, write
+from obsbox.slo.rules import emit, estimates, render, rules, slo_windows, up_to_date
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import DEFAULT_SPEC, load
 
@@ -80,12 +80,7 @@ def _log_rules(args: argparse.Namespace) -> list[Rule]:
 
 def _build(args: argparse.Namespace) -> int:
     text = generate(args.spec, _log_rules(args))
-    if args.out is None:
-        sys.stdout.write(text)
-    else:
-        write(args.out, text)
-        print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    return emit(args.out, text)
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -241,6 +241,16 @@ def up_to_date(path: Path, text: str, rebuild: str) -> bool:
     return True
 
 
+def emit(path: Path | None, text: str) -> int:
+    """Write ``text`` to ``path`` (saying so on standard error), or to standard output; exit status 0."""
+    if path is None:
+        sys.stdout.write(text)
+    else:
+        write(path, text)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def write(path: str | Path, text: str) -> None:
     """Replace ``path`` atomically: a reader sees the old file or the new one, never half of one."""
     path = Path(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _METRIC = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
@@ -42,6 +43,16 @@ class Selector:
         if not self.matchers:
             return self.metric
         return self.metric + "{" + ",".join(map(str, self.matchers)) + "}"
+
+
+TARGET = ("job", "instance")  # a scrape target: where a renamed metric's two names are compared
+
+
+def first_present(inners: Sequence[str], by: Sequence[str] = TARGET, aggregate: str = "sum") -> str:
+    """``inners`` aggregated ``by`` each target, the first one a target has winning (``a or b``): a metric
+    exposed under its new and its old name at once is counted once, and a mixed fleet still counts all."""
+    options = [f"{aggregate} by ({', '.join(by)}) ({inner})" for inner in inners]
+    return options[0] if len(options) == 1 else "\n  or\n".join(f"({option})" for option in options)
 
 
 def num(value: float) -> str:

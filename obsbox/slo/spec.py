@@ -39,7 +39,16 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
-from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, num, parse_matcher, parse_selector
+from obsbox.slo.selectors import (
+    LABEL_NAME,
+    METRIC_NAME,
+    Matcher,
+    Selector,
+    first_present,
+    num,
+    parse_matcher,
+    parse_selector,
+)
 
 
 def _shipped(name: str) -> Path:
@@ -255,9 +264,7 @@ class SLI:
         """``sum(rate(METRIC_suffix{matchers}[window]))``; with older names, the first each target exposes."""
         names = [self.metric or "", *self.older_names]
         rates = [f"rate({Selector(name + suffix, tuple(matchers))}[{window}])" for name in names]
-        if len(rates) == 1:
-            return f"sum({rates[0]})"
-        return "sum(\n  " + "\n  or\n  ".join(f"sum by (job, instance) ({r})" for r in rates) + "\n)"
+        return f"sum({rates[0] if len(rates) == 1 else first_present(rates)})"
 
     def _good_rate(self, window: str, filters: Sequence[Matcher]) -> str:
         """Requests per second under the threshold (classic histograms: exact, nearest or interpolated)."""

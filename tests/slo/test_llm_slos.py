@@ -21,19 +21,14 @@ from obsbox.llm.slo import template
 from obsbox.slo.cli import generate
 from obsbox.slo.selectors import Selector, parse_selector
 from obsbox.slo.spec import DEFAULT_RULES
+from tests.llm.test_rules import FIXTURES as LLM_FIXTURES
 from tests.llm.test_rules import SECONDS, case, near, samples, text
 from tests.slo.scenarios import promtool, run_rule_tests
+from tests.slo.test_spec import GOOD
 
 SPEC = DEFAULT_RULES.parents[2] / "slo-llm.yaml"
 RULES = DEFAULT_RULES.parent / "slo-llm.rules.yml"
-FIXTURES = {
-    "vllm.prom": "vllm",
-    "vllm-v0.prom": "vllm",
-    "sglang.prom": "sglang",
-    "tgi.prom": "tgi",
-    "litellm.prom": "litellm",
-    "genai-otlp.prom": "genai",
-}
+FIXTURES = {fixture: source for fixture, source in LLM_FIXTURES.items() if source != "dcgm"}  # dcgm: no requests
 
 
 def matches(selector: Selector, name: str, labels: dict[str, str]) -> bool:
@@ -123,17 +118,7 @@ def test_renamed_metrics_are_counted_once(tmp_path):
     run_rule_tests(tmp_path, RULES.read_text(encoding="utf-8"), [case("v0", v0, checks)])
 
 
-OFF = """\
-service: gateway
-slos:
-  - name: ReplyLatency
-    objective: 0.95
-    sli:
-      kind: latency
-      metric: gateway_reply_latency_seconds
-      threshold: 250ms
-{extra}    runbook: Look at the stage breakdown.
-"""
+OFF = GOOD.replace("      threshold: 300ms\n", "      threshold: 250ms\n{extra}")
 
 
 def test_an_off_bucket_threshold_is_refused_naming_the_nearest_boundaries(tmp_path):
