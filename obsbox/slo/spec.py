@@ -10,7 +10,10 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
         sli:
           kind: latency               # good = _bucket{le=THRESHOLD}, total = _count
           metric: gateway_reply_latency_seconds
-          threshold: 300ms            # must be one of the histogram's bucket boundaries
+          threshold: 300ms            # a bucket boundary, unless off_bucket or histogram say otherwise
+          # off_bucket: interpolate   # refuse (default) | nearest | interpolate: an estimate, bound stated
+          # histogram: native         # histogram_fraction(0, threshold, ...): exact at any threshold
+          # older_names: [old_name]   # the histogram's names before a rename
         filters: ['route="/v1/chat"'] # label matchers applied to every SLI series
         runbook: What to do when it burns.
       - name: Availability

@@ -11,18 +11,23 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import pytest
+import yaml
 
 from obsbox import llm, slo
 from obsbox.cli import main
 from obsbox.config import ConfigError
+from obsbox.dashboards.promapi import Prometheus
 from obsbox.llm.slo import template
 from obsbox.slo.cli import generate
 from obsbox.slo.selectors import Selector, parse_selector
 from obsbox.slo.spec import DEFAULT_RULES
+from tests.dashboards.procs import free_port, http_ok, prometheus, stop, wait_for
 from tests.llm.test_rules import FIXTURES as LLM_FIXTURES
 from tests.llm.test_rules import SECONDS, case, near, samples, text
+from tests.slo.remote_write import histogram, push
 from tests.slo.scenarios import promtool, run_rule_tests
 from tests.slo.test_spec import GOOD
 
@@ -179,22 +184,44 @@ def test_an_interpolated_threshold_evaluates_to_the_linear_estimate(tmp_path):
     run_rule_tests(tmp_path, generate(spec), [test])
 
 
-def test_a_native_histogram_sli_reads_histogram_fraction_and_passes_promtool_check(tmp_path):
-    """Debian's promtool (2.42) checks histogram_fraction; its test series notation has no native
-    histograms, so the evaluation itself is not run here."""
+def test_a_native_histogram_sli_evaluates_in_the_real_prometheus(tmp_path):
+    """Debian's promtool (2.42) checks histogram_fraction but its test series have no native histograms;
+    its Prometheus, with native histograms on, takes them by remote write and evaluates the SLO's rules.
+    Per minute: 6 observations in (0.25, 0.5], 3 in (0.5, 1], 1 in (1, 2]: 40% slower than 500 ms."""
     spec = tmp_path / "slo.yaml"
-    spec.write_text(
-        OFF.format(extra="      histogram: native\n").replace("gateway_reply_latency_seconds", "my_ttft_seconds"),
-        encoding="utf-8",
-    )
+    native = OFF.format(extra="      histogram: native\n").replace("gateway_reply_latency_seconds", "my_ttft_seconds")
+    spec.write_text(native.replace("250ms", "500ms"), encoding="utf-8")
     (objective,) = slo.load(spec)  # no buckets needed: histogram_fraction takes any threshold
     assert objective.sli.estimate() is None
     ratio = objective.error_ratio_expr("5m")
-    assert "histogram_fraction(0, 0.25, sum(rate(my_ttft_seconds[5m])))" in ratio
+    assert "histogram_fraction(0, 0.5, sum(rate(my_ttft_seconds[5m])))" in ratio
     assert "histogram_count(sum(rate(my_ttft_seconds[5m])))" in ratio
-    (tmp_path / "rules.yml").write_text(generate(spec), encoding="utf-8")
-    result = promtool("check", "rules", "rules.yml", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    rules = tmp_path / "rules.yml"
+    rules.write_text(generate(spec), encoding="utf-8")
+    assert promtool("check", "rules", "rules.yml", cwd=tmp_path).returncode == 0
+
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"evaluation_interval": "1s"}, "rule_files": [str(rules)]}))
+    log = tmp_path / "prometheus.log"
+    flags = ("--enable-feature=native-histograms", "--web.enable-remote-write-receiver")
+    procs = {log: prometheus(config, tmp_path / "data", port, log, *flags)}
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for("Prometheus", lambda: http_ok(f"{url}/-/ready"), procs, timeout=30)
+        now = int(time.time() * 1000)
+        per_round = {-1: 6, 0: 3, 1: 1}  # (0.25, 0.5], (0.5, 1], (1, 2]
+        points = [
+            histogram(now - ago * 1000, {i: n * r for i, n in per_round.items()}, 0.5 * 10 * r)
+            for r, ago in enumerate((120, 60, 0), start=1)
+        ]
+        push(url, {"__name__": "my_ttft_seconds", "job": "llm"}, points)
+        api = Prometheus(url)
+        recorded = objective.recorded("slo:sli_error:ratio_rate5m")
+        (series,) = wait_for(recorded, lambda: api.query(recorded), procs, timeout=30)
+    finally:
+        stop(procs)
+    assert series.values == [pytest.approx(0.4)]
 
 
 def test_llm_slo_cli_prints_one_source_and_refuses_an_unknown_one(tmp_path):
