@@ -94,6 +94,8 @@ def _check(args: argparse.Namespace) -> int:
         )
         for c in slo.burn_conditions():
             print(f"  {c.severity}: burn >= {num(c.factor)} over {c.long_window} and {c.short_window}")
+        if estimate := slo.sli.estimate():
+            print(f"  estimate: {estimate}")
     if args.rules is not None and not up_to_date(args.rules, text, f"obsbox slo build {args.spec} --out {args.rules}"):
         return 1
     return 0

@@ -224,10 +224,21 @@ class SLI:
         return upper
 
     def _availability_problems(self) -> list[Problem]:
+        latency_only = {"histogram": "classic", "off_bucket": "refuse", "older_names": []}
         out: list[Problem] = [
             ((key,), "belongs to a latency SLI, not an availability one")
             for key in ("metric", "threshold", "buckets")
             if getattr(self, key) is not None
+        ]
+        out += [
+            ((key,), "belongs to a latency SLI, not an availability one")
+            for key, default in latency_only.items()
+            if getattr(self, key) != default
+        ]
+        out += [
+            (("counters", i), f"{name!r} is not a metric name")
+            for i, name in enumerate(self.counters)
+            if not METRIC_NAME.fullmatch(name)
         ]
         if self.total is None:
             out.append(((), "an availability SLI needs 'total' (the counter of all events)"))

@@ -249,6 +249,14 @@ BAD_AVAILABILITY = [
         7,
         "latency SLI",
     ),
+    (
+        "native availability",
+        "kind: availability",
+        "kind: availability\n      histogram: native",
+        "slos[0].sli.histogram",
+        7,
+        "latency SLI",
+    ),
 ]
 
 
