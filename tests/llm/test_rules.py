@@ -140,9 +140,21 @@ def rules_text() -> str:
     return llm.generate(llm.DEFAULT_SOURCES)
 
 
+# (fixture, source, model, requests, errors): counted by hand from each exposition's samples
+REQUESTS_AND_ERRORS = [
+    ("vllm.prom", "vllm", MODEL, 1194, 0),  # finished_reason="error" is 0; abort is the client's
+    ("sglang.prom", "sglang", MODEL, 1200, 0),
+    ("tgi.prom", "tgi", None, 1205, 2),  # the 3 rejected (err="validation") are the client's
+    ("litellm.prom", "litellm", "llama-3.1-8b", 1206, 6),
+    ("genai-otlp.prom", "genai", MODEL, 1203, 3),  # the server's requests; 3 with error_type
+]
+
+
 def test_every_mapped_signal_is_recorded_for_its_source_only(tmp_path):
-    """Each exposition yields a series for each signal its source maps, and none for other sources."""
+    """Each exposition yields a series for each signal its source maps, and none for other sources; the
+    requests finished, and those the server failed, per second over 5m and per model, are its own."""
     sources = {s.name: s for s in llm.load()}
+    counts = {fixture: rest for fixture, *rest in REQUESTS_AND_ERRORS}
     tests = []
     for fixture, source in FIXTURES.items():
         checks = [absent(f'group by (source) ({{__name__=~"obsbox:llm_.+",source!="{source}"}})')]
@@ -152,6 +164,13 @@ def test_every_mapped_signal_is_recorded_for_its_source_only(tmp_path):
                     near(f'group by (source) ({r}{{source="{source}"}})', 1, source=source)
                     for r in SIGNALS[signal].records
                 ]
+        if fixture in counts:
+            _, model, requests, errors = counts[fixture]
+            labels = {"source": source, **({"model": model} if model else {})}
+            checks += [
+                near(f'obsbox:llm_requests:rate5m{{source="{source}"}}', requests / SECONDS, **labels),
+                near(f'obsbox:llm_request_errors:rate5m{{source="{source}"}}', errors / SECONDS, **labels),
+            ]
         tests.append(case(fixture, text(fixture), checks))
     run_rule_tests(tmp_path, rules_text(), tests)
 
@@ -309,29 +328,6 @@ def test_other_sources_values(tmp_path):
             ],
         ),
     ]
-    run_rule_tests(tmp_path, rules_text(), tests)
-
-
-# (fixture, source, model, requests, errors): counted by hand from each exposition's samples
-REQUESTS_AND_ERRORS = [
-    ("vllm.prom", "vllm", MODEL, 1194, 0),  # finished_reason="error" is 0; abort is the client's
-    ("sglang.prom", "sglang", MODEL, 1200, 0),
-    ("tgi.prom", "tgi", None, 1205, 2),  # the 3 rejected (err="validation") are the client's
-    ("litellm.prom", "litellm", "llama-3.1-8b", 1206, 6),
-    ("genai-otlp.prom", "genai", MODEL, 1203, 3),  # the server's requests; 3 with error_type
-]
-
-
-def test_requests_and_errors_per_source(tmp_path):
-    """Every finished request, and those the server failed, per second over 5m, per model."""
-    tests = []
-    for fixture, source, model, requests, errors in REQUESTS_AND_ERRORS:
-        labels = {"source": source, **({"model": model} if model else {})}
-        checks = [
-            near(f'obsbox:llm_requests:rate5m{{source="{source}"}}', requests / SECONDS, **labels),
-            near(f'obsbox:llm_request_errors:rate5m{{source="{source}"}}', errors / SECONDS, **labels),
-        ]
-        tests.append(case(fixture, text(fixture), checks))
     run_rule_tests(tmp_path, rules_text(), tests)
 
 
