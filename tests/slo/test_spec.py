@@ -179,6 +179,22 @@ def test_check_reports_a_stale_rules_file(tmp_path, capsys):
 BAD = [
     # (what, replace this in GOOD, with this, key, line, words in the message)
     ("not a bucket", "threshold: 300ms", "threshold: 250ms", "slos[0].sli.threshold", 8, "not a bucket boundary"),
+    (
+        "past the buckets",
+        "threshold: 300ms",
+        "threshold: 9s\n      off_bucket: interpolate",
+        "slos[0].sli.threshold",
+        8,
+        "above the last finite bucket boundary",
+    ),
+    (
+        "not positive",
+        "threshold: 300ms",
+        "threshold: 0s\n      histogram: native",
+        "slos[0].sli.threshold",
+        8,
+        "positive",
+    ),
     ("percent", "objective: 0.95", "objective: 95", "slos[0].objective", 4, "write 0.95 for 95%"),
     ("unreachable", "objective: 0.95", "objective: 0.9", "slos[0].objective", 4, "could never fire"),
     ("window", "objective: 0.95", "objective: 0.95\n    window: 7d", "slos[0].window", 5, "not a known SLO period"),
