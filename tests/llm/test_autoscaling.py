@@ -85,45 +85,21 @@ def test_a_prefill_spike_moves_the_prefill_signal_by_a_fraction_and_a_lasting_qu
     prefill signal, the 10-minute mean, stays at or under 2 * 15 / 10 (below one replica's target of 4).
     A queue of 30 held for 20 minutes: the prefill signal reaches 30. The autoscaling group reads the
     LLM rules' series as their group last recorded them, so the checks allow one evaluation's lag."""
-    spike = {
-        "name": "spike",
-        "interval": "1m",
-        "input_series": [queue("0x9 15 15 0x10")],
-        "promql_expr_test": [
-            {
-                "expr": WAITING.record,
-                "eval_time": "11m",
-                "exp_samples": [{"labels": _labels(WAITING.record), "value": 15}],
-            },
-            {
-                "expr": f"{PREFILL_WAITING.record} <= bool {2 * 15 / 10}",
-                "eval_time": "12m",
-                "exp_samples": [{"labels": f'{{model="{SERVED}"}}', "value": 1}],
-            },
-            {
-                "expr": f"max_over_time({PREFILL_WAITING.record}[15m]) < bool {autoscaling.WAITING_PER_REPLICA}",
-                "eval_time": "20m",
-                "exp_samples": [{"labels": f'{{model="{SERVED}"}}', "value": 1}],
-            },
-        ],
-    }
-    lasting = {
-        "name": "lasting",
-        "interval": "1m",
-        "input_series": [queue("0x9 30x20")],
-        "promql_expr_test": [
-            {
-                "expr": PREFILL_WAITING.record,
-                "eval_time": "25m",
-                "exp_samples": [{"labels": _labels(PREFILL_WAITING.record), "value": 30}],
-            }
-        ],
-    }
-    run_rule_tests(tmp_path, both_rule_files(), [spike, lasting])
+    within = f"{PREFILL_WAITING.record} <= bool {2 * 15 / 10}"
+    below_target = f"max_over_time({PREFILL_WAITING.record}[15m]) < bool {autoscaling.WAITING_PER_REPLICA}"
+    spike = [expect(WAITING.record, "11m", 15, WAITING.record), expect(within, "12m"), expect(below_target, "20m")]
+    lasting = [expect(PREFILL_WAITING.record, "25m", 30, PREFILL_WAITING.record)]
+    tests = [
+        {"name": name, "interval": "1m", "input_series": [queue(values)], "promql_expr_test": checks}
+        for name, values, checks in (("spike", "0x9 15 15 0x10", spike), ("lasting", "0x9 30x20", lasting))
+    ]
+    run_rule_tests(tmp_path, both_rule_files(), tests)
 
 
-def _labels(record: str) -> str:
-    return f'{{__name__="{record}",model="{SERVED}"}}'
+def expect(expr: str, at: str, value: float = 1, name: str = "") -> dict:
+    """A promql_expr_test: ``expr`` at ``at`` is one series of SERVED (named ``name``), of ``value``."""
+    labels = f'{{__name__="{name}",model="{SERVED}"}}' if name else f'{{model="{SERVED}"}}'
+    return {"expr": expr, "eval_time": at, "exp_samples": [{"labels": labels, "value": value}]}
 
 
 def test_the_committed_rules_file_is_up_to_date_and_passes_promtool(tmp_path):
