@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from obsbox import conventions
 from obsbox.llm.spec import SIGNALS
 from obsbox.slo.rules import dump, num
 
 Pool = Literal["decode", "prefill"]
 KV_CACHE_LIMIT = 0.8  # usage past which decode is under pressure; vLLM preempts sequences when it is full
-GPU_MEMORY_LIMIT = 0.85  # the seed's GPU memory limit (conventions.GPU_SCALE_UP), as an autoscaler target
+GPU_MEMORY_LIMIT = conventions.GPU_SCALE_UP["gpu_memory_utilization"]  # the seed's, as an autoscaler target
 WAITING_PER_REPLICA = 4  # queued requests per replica the autoscalers aim at, both pools
 PREFILL_WINDOW = "10m"  # long enough that a burst of long prompts moves the mean by a fraction of its peak
 GROUP = "obsbox-llm-autoscaling"

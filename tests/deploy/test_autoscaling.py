@@ -265,7 +265,6 @@ def test_keda_and_the_hpas_scale_the_same_deployments_on_the_same_targets(hpas, 
     assert rows["keda llm-prefill"] == [
         (autoscaling.PREFILL_WAITING.record, "AverageValue", autoscaling.WAITING_PER_REPLICA)
     ]
-    assert conventions.GPU_SCALE_UP["gpu_memory_utilization"] == autoscaling.GPU_MEMORY_LIMIT  # the seed's
 
 
 def test_prefill_is_damped_and_decode_is_not(hpas):
