@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import make_asgi_app
+
 from obsbox import conventions
 from obsbox.child import obsbox_command
 from obsbox.exporters import InstrumentConfig, OtelConfig
@@ -32,6 +34,7 @@ class DemoOptions:
     scenario: str = "untuned"
     host: str = "127.0.0.1"
     port: int = conventions.PORTS["gateway"]
+    backend_metrics_port: int | None = conventions.PORTS["demo_backend_metrics"]  # None: not served
     log_dir: Path | None = None
     load: bool = True
     sessions: int = 50
@@ -82,9 +85,20 @@ async def run_demo(opts: DemoOptions) -> int:
         GatewayConfig(scenario=chosen, seed=opts.seed, log_dir=opts.log_dir), InstrumentConfig(otel=otel)
     )
     server = GatewayServer(app, opts.host, opts.port)
+    backend = None
+    if opts.backend_metrics_port is not None:
+        backend = GatewayServer(make_asgi_app(app.backend.registry), opts.host, opts.backend_metrics_port, "off")
     await server.start()
+    try:
+        if backend is not None:
+            await backend.start()
+    except BaseException:
+        await server.stop()
+        raise
     print(f"gateway {server.url}  ({chosen.describe()})", flush=True)
-    print(f"  POST {server.url}/v1/chat/completions   metrics {server.url}/metrics", flush=True)
+    print(f"  POST {server.url}/v1/chat/completions   metrics {server.url}/metrics (gateway_*)", flush=True)
+    if backend is not None:
+        print(f"  simulated inference backend: metrics {backend.url}/metrics (vLLM's vllm:* names)", flush=True)
     print(f"  legacy JSON log: {app.log.path if app.log else 'off (give --log-dir)'}", flush=True)
     for note in notes:
         print(f"  {note}", flush=True)
@@ -95,6 +109,8 @@ async def run_demo(opts: DemoOptions) -> int:
             code = await _serve(opts, server, summary_file)
         finally:
             await server.stop()
+            if backend is not None:
+                await backend.stop()
             app.instrumentation.shutdown()
             app.close()
         _print_summary(opts, app, summary_file)
