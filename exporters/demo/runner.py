@@ -15,14 +15,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client import make_asgi_app
-
 from obsbox import conventions
 from obsbox.child import obsbox_command
 from obsbox.exporters import InstrumentConfig, OtelConfig
 from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.scenarios import scenario
-from obsbox.exporters.demo.server import GatewayServer
+from obsbox.exporters.demo.server import GatewayServer, ServerStartError, metrics_app
 from obsbox.exporters.demo.signals import stop_on_signals
 from obsbox.histograms import histogram_quantile, summed_buckets
 
@@ -87,11 +85,16 @@ async def run_demo(opts: DemoOptions) -> int:
     server = GatewayServer(app, opts.host, opts.port)
     backend = None
     if opts.backend_metrics_port is not None:
-        backend = GatewayServer(make_asgi_app(app.backend.registry), opts.host, opts.backend_metrics_port, "off")
+        backend = GatewayServer(metrics_app(app.backend.registry), opts.host, opts.backend_metrics_port)
     await server.start()
     try:
         if backend is not None:
             await backend.start()
+    except ServerStartError as exc:
+        await server.stop()
+        raise ServerStartError(
+            f"the backend's metrics {exc}: pick another --backend-metrics-port (0: any free)"
+        ) from None
     except BaseException:
         await server.stop()
         raise
