@@ -19,15 +19,14 @@ class ServerStartError(RuntimeError):
 
 
 class GatewayServer:
-    def __init__(self, app: Any, host: str, port: int, lifespan: str = "on") -> None:
-        """``lifespan``: "off" for an app that speaks only HTTP (prometheus_client's ``make_asgi_app``)."""
+    def __init__(self, app: Any, host: str, port: int) -> None:
         self.config = uvicorn.Config(
             app,
             host=host,
             port=port,
             log_level="warning",
             access_log=False,
-            lifespan=lifespan,
+            lifespan="on",
             timeout_graceful_shutdown=5,
         )
         self.server = uvicorn.Server(self.config)

@@ -105,4 +105,5 @@ def test_the_tuned_scenario_shows_through_vllm_s_names():
         return total(found, "vllm:prefix_cache_hits_total") / total(found, "vllm:prefix_cache_queries_total")
 
     assert per_request(tuned) < per_request(untuned) / 3
-    assert hit_ratio(untuned) == 0 < 0.3 < hit_ratio(tuned)
+    assert hit_ratio(untuned) == 0
+    assert hit_ratio(tuned) > 0.3
