@@ -1,4 +1,5 @@
-"""The live terminal summary of the local mode: P95 reply latency, the stage breakdown, SLO burn.
+"""The live terminal summary of the local mode: P95 reply latency, the stage breakdown, the inference
+backend's own breakdown (from vLLM's names, through the LLM recording rules), SLO burn.
 
 With a local Prometheus the numbers are PromQL over the last minute, the SLO ones from the
 generated recording rules. Without one they are computed here, the same way, from two scrapes of
@@ -155,6 +156,14 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
         for stage in sorted(summary.stages_ms, key=lambda s: c.STAGES.index(s) if s in c.STAGES else 99):
             ms = summary.stages_ms[stage]
             lines.append(f"    {stage:<22} {ms:8.1f}  {'#' * round(30 * ms / total)}")
+    if summary.backend_ms:
+        lines += [
+            "",
+            f'  inference backend, from its own vLLM metrics (obsbox:llm_*{{source="{BACKEND}"}}, mean ms over 5m)',
+        ]
+        phases = "  ".join(f"{phase} {ms:.1f}" for phase, ms in summary.backend_ms.items())
+        hits = "" if summary.backend_cache_hit is None else f"  prefix-cache hits {summary.backend_cache_hit:.0%}"
+        lines.append(f"    {phases}{hits}")
     if summary.burn:
         window = format_duration(summary.burn_window)
         lines += ["", f"  SLO burn over {window} (1.0x spends the budget exactly over the SLO's period)"]
@@ -171,14 +180,6 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
             lines.append(
                 f"    {alert.slo} {alert.severity} {alert.long_window}/{alert.short_window} ({alert.state}{note})"
             )
-    if summary.backend_ms:
-        lines += [
-            "",
-            f'  inference backend, from its own vLLM metrics (obsbox:llm_*{{source="{BACKEND}"}}, mean ms over 5m)',
-        ]
-        phases = "  ".join(f"{phase} {ms:.1f}" for phase, ms in summary.backend_ms.items())
-        hits = "" if summary.backend_cache_hit is None else f"  prefix-cache hits {summary.backend_cache_hit:.0%}"
-        lines.append(f"    {phases}{hits}")
     if summary.bridge_lines is not None:
         lines.append(f"\n  bridge: {summary.bridge_lines:,.0f} log lines delivered to every sink")
     if footer:
