@@ -164,8 +164,9 @@ class VllmMetrics:
 
 @dataclass
 class EngineRequest:
-    """One request's way through the engine; each step is called once, in order, and ``finish``
-    ends it whatever happened (an abort before it ran observes no latency)."""
+    """One request's way through the engine: ``schedule``, ``prefill``, ``hold_kv``, ``tokens`` (once
+    per decode step), then ``finish``, which ends it whatever happened; only a complete reply
+    (``stop``, ``length``) observes the per-request latencies and token histograms."""
 
     metrics: VllmMetrics
     model: str
@@ -223,7 +224,7 @@ class EngineRequest:
         self.last_token = now
 
     def finish(self, reason: str) -> None:
-        """The request left the engine: ``stop``, ``length`` or ``abort``; idempotent."""
+        """The request left the engine: ``stop``, ``length``, ``abort`` or ``error``; idempotent."""
         if self.done:
             return
         self.done = True
@@ -236,7 +237,8 @@ class EngineRequest:
         m.kv_tokens[model] -= self.kv_held
         m.set_gauges(model)
         m.request_success.labels(*labels, reason).inc()
-        if reason == "abort" or self.scheduled is None or self.first_token is None or self.last_token is None:
+        complete = reason in ("stop", "length")
+        if not complete or self.scheduled is None or self.first_token is None or self.last_token is None:
             return
         end = self.last_token
         phases = m.phases
