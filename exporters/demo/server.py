@@ -11,7 +11,8 @@ import asyncio
 from typing import Any
 
 import uvicorn
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 
 class ServerStartError(RuntimeError):
@@ -71,7 +72,7 @@ def metrics_app(registry: CollectorRegistry) -> Any:
             return
         if scope["type"] != "http":
             return
-        headers = [(b"content-type", CONTENT_TYPE_LATEST.encode())]
+        headers = [(b"content-type", CONTENT_TYPE_PLAIN_0_0_4.encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": generate_latest(registry)})
 

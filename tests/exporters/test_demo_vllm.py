@@ -14,6 +14,8 @@ from obsbox.exporters import InstrumentConfig
 from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.latency import LatencyModel
 from obsbox.exporters.demo.scenarios import scenario
+from obsbox.exporters.demo.server import metrics_app
+from obsbox.exporters.demo.vllm_metrics import VllmMetrics
 from tests.exporters.servers import no_otlp, serve_asgi
 
 VLLM = Path(__file__).parents[1] / "llm" / "expositions" / "vllm.prom"
@@ -107,3 +109,15 @@ def test_the_tuned_scenario_shows_through_vllm_s_names():
     assert per_request(tuned) < per_request(untuned) / 3
     assert hit_ratio(untuned) == 0
     assert hit_ratio(tuned) > 0.3
+
+
+def test_the_names_keep_their_colon_whatever_format_the_scraper_asks_for():
+    """Prometheus 2.42 asks for OpenMetrics first; prometheus_client 0.26 would then write vllm_... on
+    the sample lines (client_python#1177), and no LLM rule would match."""
+    backend = VllmMetrics(("code-small",), 1000)
+    openmetrics = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    with serve_asgi(metrics_app(backend.registry)) as url:
+        response = httpx.get(f"{url}/metrics", headers={"Accept": openmetrics}, timeout=10)
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = [line for line in response.text.splitlines() if line and not line.startswith("#")]
+    assert samples and all(line.startswith("vllm:") for line in samples), samples[:3]
