@@ -21,7 +21,7 @@ from grafanalib import core as g
 from grafanalib._gen import DashboardEncoder
 
 from obsbox import conventions as c
-from obsbox.dashboards.queries import Query
+from obsbox.dashboards.queries import LLM_RECORDED, Query
 
 SCHEMA_VERSION = 39  # Grafana 10.4 / 11: no migration runs on these dashboards
 GRID_WIDTH = 24
@@ -343,6 +343,21 @@ def standard_variables(service_metric: str, *, extra: Iterable[str] = ()) -> lis
         query_variable(
             "model", "Model", metric=request_count, label_name="model", match='job=~"$service", route=~"$route"'
         ),
+    ]
+
+
+def llm_variables(service_metric: str) -> list[g.Template]:
+    """Datasource, ``source`` and ``model`` from the recorded ``obsbox:llm_*`` series, and ``service``.
+
+    ``source`` and ``model`` list what the LLM recording rules recorded, so they offer whichever
+    serving stacks exist; ``service`` (the ``job`` of ``service_metric``) is for panels on a gateway's
+    own metrics. A source without a model label records none: "All" (``.*``) keeps its series.
+    """
+    return [
+        datasource_variable("prometheus"),
+        query_variable("source", "Source", metric="", label_name="source", match=LLM_RECORDED),
+        query_variable("model", "Model", metric="", label_name="model", match=f'{LLM_RECORDED}, source=~"$source"'),
+        query_variable("service", "Service", metric=service_metric, label_name="job", all_value=".+"),
     ]
 
 

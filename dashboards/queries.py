@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from obsbox import conventions as c
+from obsbox.llm.spec import SIGNALS, Signal
 
 LANG_DATASOURCE = {"promql": "prometheus", "logql": "loki", "traceql": "tempo"}
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
@@ -127,22 +128,52 @@ LOG_STAGE_MEAN = Query(mean(c.LOG_STAGE_DURATION, LOG_SERVICE, "service, stage")
 MODEL_ONLY = f'{SERVICE}, model=~"$model"'
 TOP_SLOW_ROUTES = Query(f"topk(10, {quantile(0.95, c.REQUEST_DURATION, MODEL_ONLY, 'route', RANGE)})", "{{route}}")
 
-# ---------------------------------------------------------------- LLM inference
+# ---------------------------------------------------------------- LLM serving: the recorded obsbox:llm_* series
+# `obsbox llm rules` records every serving stack's metrics (obsbox/llm/sources.yaml) under one set of
+# names labelled source and model; these queries read only those, so a panel shows whichever sources
+# exist. The rates and ratios are the rules' own (over 5m), not $__rate_interval.
 
-KV_HIT_RATIO = Query(hit_ratio(f'{SERVICE}, cache="{caches("kv")}"'), "kv")
+LLM = 'source=~"$source", model=~"$model"'
+LLM_SOURCE = 'source=~"$source"'  # GPUs serve whichever model: no model filter
+LLM_RECORDED = '__name__=~"obsbox:llm_.+"'  # matches every recorded series, for the variables
+LLM_LEGEND = "{{source}} {{model}}"
+LLM_QUANTILES = (0.5, 0.95)
+
+
+def llm_latency(signal: Signal) -> list[Query]:
+    """P50 and P95 from the recorded bucket rates, and the recorded mean, per source and model."""
+    if signal.kind != "histogram":
+        raise ValueError(f"{signal.name} is a {signal.kind}, not a latency histogram")
+    bucket = signal.records[0]
+    return [
+        *(
+            Query(
+                f"histogram_quantile({q}, sum by (source, model, le) ({bucket}{{{LLM}}}))",
+                f"P{round(q * 100)} {LLM_LEGEND}",
+            )
+            for q in LLM_QUANTILES
+        ),
+        Query(f"{signal.mean}{{{LLM}}}", f"mean {LLM_LEGEND}"),
+    ]
+
+
+def llm_value(signal: Signal, label: str, selector: str = LLM) -> Query:
+    """A counter rate, gauge or ratio signal as recorded, per source and model."""
+    if signal.kind == "histogram":
+        raise ValueError(f"{signal.name} is a histogram; use llm_latency")
+    return Query(f"{signal.records[0]}{{{selector}}}", f"{label} {LLM_LEGEND}".lstrip())
+
+
+LLM_LATENCY = {name: llm_latency(s) for name, s in SIGNALS.items() if s.kind == "histogram"}
+
+# ---------------------------------------------------------------- the demo gateway's own LLM metrics
+
 CACHE_HIT_RATIO = Query(
     hit_ratio(f'{SERVICE}, cache=~"{caches("prompt_lru", "intent_fingerprint")}"', "cache"), "{{cache}}"
-)
-PREFILL_DECODE_P95 = Query(
-    quantile(0.95, c.STAGE_DURATION, f'{SERVICE}, stage=~"{stage("prefill")}|{stage("decode")}"', "stage"),
-    "P95 {{stage}}",
 )
 DECODE_WARMUP_QUANTILE = {q: Query(quantile(q, c.DECODE_WARMUP, SERVICE), f"P{round(q * 100)}") for q in (0.5, 0.95)}
 EMBEDDING_STALLS = Query(rate_sum(c.EMBEDDING_BATCH_STALLS, SERVICE), "stalls")
 DECODE_QPS = Query(rate_sum(f"{c.STAGE_DURATION}_count", f'{SERVICE}, stage="{stage("decode")}"'), "decode QPS")
-GPU_MEMORY = Query(f"max by (gpu) ({c.GPU_MEMORY_UTILIZATION}{{{SERVICE}}})", "GPU {{gpu}}")
-PREFILL_TOKENS_RATE = Query(rate_sum(c.PREFILL_TOKENS, MODEL_ONLY, "model"), "prefill {{model}}")
-DECODE_TOKENS_RATE = Query(rate_sum(c.DECODE_TOKENS, MODEL_ONLY, "model"), "decode {{model}}")
 DECODE_TPS_P50 = Query(quantile(0.5, c.DECODE_TOKENS_PER_SECOND, MODEL_ONLY, "model"), "P50 {{model}}")
 IN_FLIGHT = Query(f"sum by (worker_pool) ({c.REQUESTS_IN_FLIGHT}{{{SERVICE}}})", "{{worker_pool}}")
 

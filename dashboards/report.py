@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 POINTS = 240  # samples per series over the range
 MIN_RATE_INTERVAL = 60.0
+# The LLM serving breakdown the report draws, from the recorded obsbox:llm_* series (`obsbox llm rules`):
+# the signal and its legend. Queue, prefill and decode are phases of a request inside the engine; TTFT
+# spans the queue, the prefill and the first token.
+LLM_PHASES = {"ttft": "TTFT", "queue": "queue", "prefill": "prefill", "decode": "decode"}
 
 
 @dataclass
@@ -114,14 +118,28 @@ def variables(start: float, end: float, step: float, rate_interval: float, selec
         "service": selection.get("service", ".+"),
         "route": selection.get("route", ".*"),
         "model": selection.get("model", ".*"),
+        "source": selection.get("source", "vllm"),
         "__rate_interval": f"{max(rate_interval, 2 * step):.0f}s",
         "__interval": f"{step:.0f}s",
         "__range": f"{max(end - start, step):.0f}s",
     }
 
 
+def llm_mean(signal: str, legend: str) -> q.Query:
+    """A breakdown signal's mean seconds per request over the chosen sources' models, from the recorded
+    rates (sum over sum, so a busy model weighs more than an idle one)."""
+    selector = 'source=~"$source", model=~"$model"'
+    recorded = f"obsbox:llm_{signal}_seconds"
+    expr = q.ratio(
+        f"sum by (source) ({recorded}_sum:rate5m{{{selector}}})",
+        f"sum by (source) ({recorded}_count:rate5m{{{selector}}})",
+    )
+    return q.Query(expr, f"{legend} ({{{{source}}}})")
+
+
 def plan(slos: Sequence, reply_threshold: float) -> list[Chart]:
-    """The charts: P95 reply latency against the SLO line, the stage breakdown, each SLO's burn rates."""
+    """The charts: P95 reply latency against the SLO line, the stage breakdown, the LLM serving
+    breakdown under the servers' own names (vLLM's, in the demo), each SLO's burn rates."""
     charts = [
         Chart(
             "reply_p95",
@@ -132,6 +150,12 @@ def plan(slos: Sequence, reply_threshold: float) -> list[Chart]:
         ),
         Chart(
             "stage_breakdown", "Stage breakdown, mean seconds per request (stacked)", "s", [q.STAGE_MEAN], stacked=True
+        ),
+        Chart(
+            "llm_breakdown",
+            "Inference server breakdown (its own metrics, obsbox:llm_*), mean seconds per request",
+            "s",
+            [llm_mean(signal, legend) for signal, legend in LLM_PHASES.items()],
         ),
     ]
     for slo in slos:

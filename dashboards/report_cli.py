@@ -1,4 +1,5 @@
-"""``obsbox report``: a static HTML report (PNG charts) of P95 against the SLO, the stage breakdown and burn rates."""
+"""``obsbox report``: a static HTML report (PNG charts) of P95 against the SLO, the stage breakdown, the
+inference server's breakdown and burn rates."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report",
         help="a static HTML report of the core panels for a time range (needs the `report` extra)",
         description="Query Prometheus with the dashboards' own queries and write one HTML file with PNG charts: "
-        "reply-latency P95 against the SLO threshold, the stage breakdown, and every SLO's burn rates. "
+        "reply-latency P95 against the SLO threshold, the stage breakdown, the inference server's own breakdown "
+        "(TTFT, queue, prefill, decode from the obsbox:llm_* rules), and every SLO's burn rates. "
         "For people without Grafana, and for load-test runs in CI.",
     )
     p.add_argument("--prometheus", required=True, metavar="URL", help="Prometheus's URL, e.g. http://localhost:9090")
@@ -34,6 +36,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--service", default=".+", metavar="REGEX", help="services (Prometheus job) to include")
     p.add_argument("--route", default=".*", metavar="REGEX", help="routes to include")
     p.add_argument("--model", default=".*", metavar="REGEX", help="models to include")
+    p.add_argument(
+        "--source",
+        default="vllm",
+        metavar="REGEX",
+        help="LLM sources (obsbox llm rules) for the inference server breakdown (default: vllm, the demo's backend)",
+    )
     p.add_argument(
         "--rate-interval",
         default="1m",
@@ -98,7 +106,7 @@ def _report(args: argparse.Namespace) -> int:
             reply_threshold=threshold,
             scenario=args.scenario,
             rate_interval=rate_interval,
-            selection={"service": args.service, "route": args.route, "model": args.model},
+            selection={"service": args.service, "route": args.route, "model": args.model, "source": args.source},
         )
     except (ValueError, DashboardError, PrometheusError) as exc:
         print(f"obsbox report: {exc}", file=sys.stderr)

@@ -114,6 +114,7 @@ LOKI_INDEX_ATTRIBUTES = (
 DATASOURCE_UIDS = {"prometheus": "obsbox-prometheus", "loki": "obsbox-loki", "tempo": "obsbox-tempo"}
 PORTS = {
     "gateway": 8000,
+    "demo_backend_metrics": 8001,  # the demo's simulated inference backend (vLLM's names)
     "bridge_metrics": 9465,
     "otlp_grpc": 4317,
     "otlp_http": 4318,

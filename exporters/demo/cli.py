@@ -38,6 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--port", type=int, default=conventions.PORTS["gateway"], help="gateway and /metrics port (0: any free)"
     )
+    p.add_argument(
+        "--backend-metrics-port",
+        type=int,
+        default=conventions.PORTS["demo_backend_metrics"],
+        metavar="PORT",
+        help="the simulated inference backend's /metrics, under vLLM's names, on --host (default %(default)s; "
+        "0: any free port; -1: not served)",
+    )
     p.add_argument("--log-dir", type=Path, help="append the legacy JSON log to DIR/gateway.json")
     p.add_argument("--no-load", action="store_true", help="the gateway only, no load generator")
     p.add_argument("--seed", type=int, default=7, help="seed of the gateway's latency model (default 7)")
@@ -54,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         scenario=args.scenario,
         host=args.host,
         port=args.port,
+        backend_metrics_port=None if args.backend_metrics_port < 0 else args.backend_metrics_port,
         log_dir=args.log_dir,
         load=not args.no_load,
         sessions=args.sessions,

@@ -24,6 +24,7 @@ from obsbox.exporters.demo.latency import LatencyModel
 from obsbox.exporters.demo.legacylog import LegacyLogWriter
 from obsbox.exporters.demo.pipeline import Chat, Pipeline, RequestFailedError
 from obsbox.exporters.demo.scenarios import Scenario, scenario
+from obsbox.exporters.demo.vllm_metrics import VllmMetrics
 from obsbox.exporters.instrumentation.core import InstrumentConfig
 from obsbox.exporters.instrumentation.labels import OTHER
 
@@ -81,7 +82,10 @@ class DemoGateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.rng = random.Random(config.seed)
-        self.pipeline = Pipeline(config.scenario, config.latency, Clock(config.time_scale), self.rng)
+        # the simulated inference backend's own metrics, under vLLM's names (served apart from /metrics)
+        self.backend = VllmMetrics(MODELS, config.latency.kv_capacity_tokens)
+        clock = Clock(config.time_scale)
+        self.pipeline = Pipeline(config.scenario, config.latency, clock, self.rng, self.backend)
         self.log = LegacyLogWriter(config.log_dir) if config.log_dir is not None else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -129,6 +133,8 @@ class DemoGateway:
             status, level, message = 499, "Warning", "client closed the request before the reply was complete"
             raise
         finally:
+            if chat.engine is not None:  # gone before the backend finished it (a client that hung up)
+                chat.engine.finish("abort")
             self._log(chat, status, level, message, start)
 
     def _log(self, chat: Chat, status: int, level: str, message: str, start: float) -> None:

@@ -72,6 +72,9 @@ class LatencyModel:
         size = self.context_kb.draw(rng)
         return size * self.trimmed_fraction if s.trimmed_context else size
 
+    def reply_limit(self, max_tokens: int | None) -> int:
+        """The most tokens a reply may have: the request's ``max_tokens`` or the model's own limit."""
+        return min(self.max_reply_tokens, max_tokens or self.max_reply_tokens)
+
     def reply_length(self, rng: random.Random, max_tokens: int | None) -> int:
-        limit = min(self.max_reply_tokens, max_tokens or self.max_reply_tokens)
-        return max(4, min(limit, round(self.reply_tokens.draw(rng))))
+        return max(4, min(self.reply_limit(max_tokens), round(self.reply_tokens.draw(rng))))

@@ -35,6 +35,7 @@ from obsbox.exporters.demo.backends import (
 )
 from obsbox.exporters.demo.latency import LatencyModel
 from obsbox.exporters.demo.scenarios import Scenario
+from obsbox.exporters.demo.vllm_metrics import EngineRequest, VllmMetrics
 
 WORDS = ("def", " result", " =", " items", ".", "map", "(", "lambda", " x", ":", " x", " *", " 2", ")", "\n", "return")
 
@@ -60,6 +61,7 @@ class Chat:
     prompt_tokens: int = 0
     reply_tokens: int = 0
     degraded: str | None = None  # an Error-level message for a request served anyway
+    engine: EngineRequest | None = None  # its way through the inference backend, once it got there
 
     @property
     def last_user_text(self) -> str:
@@ -69,8 +71,11 @@ class Chat:
 class Pipeline:
     """The backends of one gateway and the walk of a request through them."""
 
-    def __init__(self, scenario: Scenario, model: LatencyModel, clock: Clock, rng: random.Random) -> None:
+    def __init__(
+        self, scenario: Scenario, model: LatencyModel, clock: Clock, rng: random.Random, backend: VllmMetrics
+    ) -> None:
         self.s = scenario
+        self.backend = backend
         self.m = model
         self.clock = clock
         self.rng = rng
@@ -133,6 +138,7 @@ class Pipeline:
     async def _schedule_and_prefill(self, chat: Chat, context_kb: float, prompt_hit: bool) -> None:
         m, rng = self.m, self.rng
         deadline = m.deadline_ms * self.clock.scale / 1000.0 if self.clock.scale else None
+        engine = chat.engine = self.backend.arrive(chat.model)
         try:
             with stage("scheduler_wait", chat.stages):
                 if rng.random() < m.deadline_rate:
@@ -140,9 +146,11 @@ class Pipeline:
                     raise TimeoutError
                 await self.gpu.acquire(deadline)
         except (TimeoutError, asyncio.TimeoutError):
+            engine.finish("abort")
             raise RequestFailedError(
                 504, f"scheduler: context deadline exceeded after {m.deadline_ms:.0f}ms waiting for a GPU slot"
             ) from None
+        engine.schedule()
         try:
             chars = sum(len(msg.get("content", "")) for msg in chat.messages)
             chat.prompt_tokens = chars // 4 + round(context_kb * m.context_tokens_per_kb)
@@ -151,7 +159,9 @@ class Pipeline:
                 uncached = chat.prompt_tokens * (m.kv_uncached_on_hit if prompt_hit else 1.0)
                 await self.clock.sleep_ms(1000.0 * uncached / m.prefill_tokens_per_second)
                 record_prefill(chat.prompt_tokens)
+                engine.prefill(chat.prompt_tokens, cached_tokens=chat.prompt_tokens - round(uncached))
                 if rng.random() < m.oom_rate:
+                    engine.finish("error")
                     raise RequestFailedError(503, "decoder worker OOMKilled (exit code 137); request aborted")
         finally:
             self.gpu.release()
@@ -159,11 +169,16 @@ class Pipeline:
     async def decode(self, chat: Chat, emit: Callable[[str], Awaitable[None]]) -> None:
         """Decode the reply, calling ``emit`` with the first token, then every few tokens."""
         m, rng, gpu = self.m, self.rng, self.gpu
+        engine = chat.engine
+        if engine is None:
+            raise RuntimeError("Pipeline.decode: the request was not prepared (call prepare() first)")
         total = chat.reply_tokens = m.reply_length(rng, chat.max_tokens)
         warm = rng.randint(3, 5)
         gpu.decoding += 1
         gpu.kv_tokens += chat.prompt_tokens + total
+        engine.hold_kv(chat.prompt_tokens + total)
         set_gpu_memory_utilization(gpu.memory_utilization())
+        reason = "abort"  # unless the reply is complete
         try:
             with stage("decode", chat.stages) as s:
                 start = time.perf_counter()
@@ -175,6 +190,7 @@ class Pipeline:
                     await self.clock.sleep_ms(per_token * step * (m.warmup_factor if produced < warm else 1.0))
                     pending.extend(WORDS[(produced + i) % len(WORDS)] for i in range(step))
                     produced += step
+                    engine.tokens(step)
                     if produced == warm:
                         record_decode_warmup(time.perf_counter() - start)
                     if produced == 1 or produced >= warm:
@@ -183,7 +199,9 @@ class Pipeline:
                 if pending:
                     await emit("".join(pending))
             record_decode(total, s.seconds)
+            reason = "length" if total >= m.reply_limit(chat.max_tokens) else "stop"
         finally:
+            engine.finish(reason)
             gpu.decoding -= 1
             gpu.kv_tokens -= chat.prompt_tokens + total
             set_gpu_memory_utilization(gpu.memory_utilization())

@@ -20,7 +20,7 @@ from obsbox.child import obsbox_command
 from obsbox.exporters import InstrumentConfig, OtelConfig
 from obsbox.exporters.demo.gateway import GatewayConfig, build_gateway
 from obsbox.exporters.demo.scenarios import scenario
-from obsbox.exporters.demo.server import GatewayServer
+from obsbox.exporters.demo.server import GatewayServer, ServerStartError, metrics_app
 from obsbox.exporters.demo.signals import stop_on_signals
 from obsbox.histograms import histogram_quantile, summed_buckets
 
@@ -32,6 +32,7 @@ class DemoOptions:
     scenario: str = "untuned"
     host: str = "127.0.0.1"
     port: int = conventions.PORTS["gateway"]
+    backend_metrics_port: int | None = conventions.PORTS["demo_backend_metrics"]  # None: not served
     log_dir: Path | None = None
     load: bool = True
     sessions: int = 50
@@ -82,9 +83,25 @@ async def run_demo(opts: DemoOptions) -> int:
         GatewayConfig(scenario=chosen, seed=opts.seed, log_dir=opts.log_dir), InstrumentConfig(otel=otel)
     )
     server = GatewayServer(app, opts.host, opts.port)
+    backend = None
+    if opts.backend_metrics_port is not None:
+        backend = GatewayServer(metrics_app(app.backend.registry), opts.host, opts.backend_metrics_port)
     await server.start()
+    try:
+        if backend is not None:
+            await backend.start()
+    except ServerStartError as exc:
+        await server.stop()
+        raise ServerStartError(
+            f"the backend's metrics {exc}: pick another --backend-metrics-port (0: any free)"
+        ) from None
+    except BaseException:
+        await server.stop()
+        raise
     print(f"gateway {server.url}  ({chosen.describe()})", flush=True)
-    print(f"  POST {server.url}/v1/chat/completions   metrics {server.url}/metrics", flush=True)
+    print(f"  POST {server.url}/v1/chat/completions   metrics {server.url}/metrics (gateway_*)", flush=True)
+    if backend is not None:
+        print(f"  simulated inference backend: metrics {backend.url}/metrics (vLLM's vllm:* names)", flush=True)
     print(f"  legacy JSON log: {app.log.path if app.log else 'off (give --log-dir)'}", flush=True)
     for note in notes:
         print(f"  {note}", flush=True)
@@ -95,6 +112,8 @@ async def run_demo(opts: DemoOptions) -> int:
             code = await _serve(opts, server, summary_file)
         finally:
             await server.stop()
+            if backend is not None:
+                await backend.stop()
             app.instrumentation.shutdown()
             app.close()
         _print_summary(opts, app, summary_file)

@@ -11,6 +11,8 @@ import asyncio
 from typing import Any
 
 import uvicorn
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 
 class ServerStartError(RuntimeError):
@@ -20,7 +22,13 @@ class ServerStartError(RuntimeError):
 class GatewayServer:
     def __init__(self, app: Any, host: str, port: int) -> None:
         self.config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
         )
         self.server = uvicorn.Server(self.config)
         self.task: asyncio.Task[None] | None = None
@@ -48,3 +56,24 @@ class GatewayServer:
             await self.task
             self.task = None
         await self.server.shutdown()
+
+
+def metrics_app(registry: CollectorRegistry) -> Any:
+    """An ASGI app serving ``registry`` in the text format 0.0.4 at any path, whatever the scraper's
+    Accept header asks. prometheus_client's OpenMetrics output (which Prometheus asks for first)
+    writes ``vllm:ttft`` as ``vllm_ttft`` on sample lines while keeping the colon in ``# TYPE``
+    (prometheus/client_python#1177, 0.26.0), so the names would not reach Prometheus as vLLM's."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        if scope["type"] != "http":
+            return
+        headers = [(b"content-type", CONTENT_TYPE_PLAIN_0_0_4.encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": generate_latest(registry)})
+
+    return app

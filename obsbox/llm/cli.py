@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from obsbox.llm import autoscaling
 from obsbox.llm.rules import render
 from obsbox.llm.slo import template
 from obsbox.llm.spec import DEFAULT_SOURCES, SIGNALS, load
@@ -44,6 +45,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     slo.set_defaults(func=_slo)
 
+    scaling = commands.add_parser(
+        "autoscaling",
+        help="write the autoscaling rules file; with --check, fail when it is out of date",
+        description="Write the recording rules the autoscalers read (decode and prefill pools, from the "
+        "series `obsbox llm rules` records). With --check, write nothing and exit 1 when --out is stale.",
+    )
+    _out_options(scaling, "RULES_FILE")
+    scaling.set_defaults(func=_autoscaling)
+
 
 def _file_options(p: argparse.ArgumentParser, out: str) -> None:
     """What ``rules`` and ``slo`` share: the sources file read, the file written, and --check."""
@@ -55,6 +65,10 @@ def _file_options(p: argparse.ArgumentParser, out: str) -> None:
         metavar="SOURCES_YAML",
         help="the sources file (default: the shipped one)",
     )
+    _out_options(p, out)
+
+
+def _out_options(p: argparse.ArgumentParser, out: str) -> None:
     p.add_argument("--out", type=Path, metavar=out, help="where to write (default: standard output)")
     p.add_argument("--check", action="store_true", help="compare with --out instead of writing it")
 
@@ -82,5 +96,14 @@ def _rules(args: argparse.Namespace) -> int:
         mapped = [name for name in SIGNALS if name in source.signals]
         print(f"{source.name}: {', '.join(mapped)}; missing: {', '.join(source.missing) or 'nothing'}")
     if args.out is not None and not up_to_date(args.out, text, f"obsbox llm rules {args.sources} --out {args.out}"):
+        return 1
+    return 0
+
+
+def _autoscaling(args: argparse.Namespace) -> int:
+    text = autoscaling.render()
+    if not args.check:
+        return emit(args.out, text)
+    if args.out is not None and not up_to_date(args.out, text, f"obsbox llm autoscaling --out {args.out}"):
         return 1
     return 0

@@ -1,4 +1,5 @@
-"""The live terminal summary of the local mode: P95 reply latency, the stage breakdown, SLO burn.
+"""The live terminal summary of the local mode: P95 reply latency, the stage breakdown, the inference
+backend's own breakdown (from vLLM's names, through the LLM recording rules), SLO burn.
 
 With a local Prometheus the numbers are PromQL over the last minute, the SLO ones from the
 generated recording rules. Without one they are computed here, the same way, from two scrapes of
@@ -25,6 +26,8 @@ from obsbox.durations import format_duration, parse_duration
 from obsbox.histograms import histogram_quantile
 from obsbox.slo.rules import EVENTS_RATE
 
+BACKEND = "vllm"  # the LLM source the demo's simulated inference backend is (obsbox llm rules)
+BACKEND_PHASES = ("ttft", "queue", "prefill", "decode")
 REPLY_THRESHOLD = 0.3  # the seed SLO: ReplyLatency < 300 ms for 95% of replies
 OBJECTIVE = 0.95
 CURRENT_WINDOW = 300.0  # the window of SLO_CURRENT_BURN_RATE (its rule divides the 5m error ratio)
@@ -52,6 +55,8 @@ class Summary:
     periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period (window) in seconds
     alerts: list[Alert] = field(default_factory=list)
     bridge_lines: float | None = None
+    backend_ms: dict[str, float] = field(default_factory=dict)  # LLM signal → mean ms, from vLLM's names
+    backend_cache_hit: float | None = None  # the backend's prefix-cache hit ratio
     source: str = ""
 
 
@@ -129,6 +134,12 @@ def summary_from_prometheus(api: Prometheus, interval: float, periods: dict[str,
         for name, count in by(f"count_over_time({EVENTS_RATE}[{format_duration(window)}])", "slo").items():
             summary.held[name, window] = count * interval
     summary.bridge_lines = one(f'min(sum by (sink) ({c.BRIDGE_LINES_SHIPPED}{{outcome="delivered"}}))')
+    for phase in BACKEND_PHASES:
+        recorded = f'obsbox:llm_{phase}_seconds_%s:rate5m{{source="{BACKEND}"}}'
+        mean = one(f"sum({recorded % 'sum'}) / sum({recorded % 'count'})")
+        if mean is not None:
+            summary.backend_ms[phase] = mean * 1000
+    summary.backend_cache_hit = one(f'avg(obsbox:llm_cache_hit:ratio{{source="{BACKEND}"}})')
     return summary
 
 
@@ -145,6 +156,14 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
         for stage in sorted(summary.stages_ms, key=lambda s: c.STAGES.index(s) if s in c.STAGES else 99):
             ms = summary.stages_ms[stage]
             lines.append(f"    {stage:<22} {ms:8.1f}  {'#' * round(30 * ms / total)}")
+    if summary.backend_ms:
+        lines += [
+            "",
+            f'  inference backend, from its own vLLM metrics (obsbox:llm_*{{source="{BACKEND}"}}, mean ms over 5m)',
+        ]
+        phases = "  ".join(f"{phase} {ms:.1f}" for phase, ms in summary.backend_ms.items())
+        hits = "" if summary.backend_cache_hit is None else f"  prefix-cache hits {summary.backend_cache_hit:.0%}"
+        lines.append(f"    {phases}{hits}")
     if summary.burn:
         window = format_duration(summary.burn_window)
         lines += ["", f"  SLO burn over {window} (1.0x spends the budget exactly over the SLO's period)"]

@@ -1,5 +1,6 @@
 """The stack in a box without Docker: the demo gateway and its load, the bridge, a local OTLP
-receiver and, when the binary is installed, a local Prometheus with the generated SLO rules.
+receiver and, when the binary is installed, a local Prometheus with the generated SLO rules and the
+LLM recording rules (the demo's simulated inference backend speaks vLLM's names).
 
 Everything runs as local processes on loopback, with its output in one folder:
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from obsbox import conventions, slo
+from obsbox import conventions, llm, slo
 from obsbox.child import obsbox_command
 from obsbox.durations import parse_duration
 from obsbox.local.receiver import Receiver
@@ -68,7 +69,8 @@ class LocalStack:
         # the owner's only: what is inside (logs, enriched lines, spans) may carry what the gateway logged
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         (self.workdir / "logs").mkdir(exist_ok=True)
-        self.ports = {name: free_port(conventions.PORTS[name]) for name in ("gateway", "bridge_metrics", "otlp_http")}
+        names = ("gateway", "demo_backend_metrics", "bridge_metrics", "otlp_http")
+        self.ports = {name: free_port(conventions.PORTS[name]) for name in names}
         receiver = self.receiver = Receiver(port=self.ports["otlp_http"], keep=False, out_dir=self.workdir).start()
         otlp = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"{receiver.url}/v1/traces", "OTEL_SERVICE_NAME": "gateway"}
         self._spawn(
@@ -81,6 +83,8 @@ class LocalStack:
                 str(self.config.sessions),
                 "--port",
                 str(self.ports["gateway"]),
+                "--backend-metrics-port",
+                str(self.ports["demo_backend_metrics"]),
                 "--log-dir",
                 str(self.workdir / "logs"),
             ],
@@ -116,13 +120,19 @@ class LocalStack:
         slos = slo.load(spec)
         slo.write(rules, slo.render(slo.rules(slos), source=spec.name))
         self.periods = {s.name: parse_duration(s.window) for s in slos}
+        llm_rules = folder / "llm.rules.yml"
+        slo.write(llm_rules, llm.generate(llm.DEFAULT_SOURCES))
         interval = self.config.scrape_interval
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             # Prometheus reads a relative rule_files path from the config file's folder, where the rules are
-            "rule_files": [rules.name],
+            "rule_files": [rules.name, llm_rules.name],
             "scrape_configs": [
                 {"job_name": "gateway", "static_configs": [{"targets": [f"127.0.0.1:{self.ports['gateway']}"]}]},
+                {
+                    "job_name": "vllm",  # the demo's simulated inference backend
+                    "static_configs": [{"targets": [f"127.0.0.1:{self.ports['demo_backend_metrics']}"]}],
+                },
                 {
                     "job_name": "obsbox-bridge",
                     "static_configs": [{"targets": [f"127.0.0.1:{self.ports['bridge_metrics']}"]}],
@@ -176,6 +186,7 @@ class LocalStack:
         urls = {
             "gateway": f"http://127.0.0.1:{self.ports['gateway']}/v1/chat/completions",
             "gateway metrics": f"http://127.0.0.1:{self.ports['gateway']}/metrics",
+            "backend metrics (vLLM's names)": f"http://127.0.0.1:{self.ports['demo_backend_metrics']}/metrics",
             "bridge metrics": f"http://127.0.0.1:{self.ports['bridge_metrics']}/metrics",
             "OTLP receiver": f"{self.receiver.url}/v1/traces",
         }

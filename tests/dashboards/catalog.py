@@ -14,6 +14,7 @@ FILLED = {
     "service": ".+",
     "route": ".*",
     "model": ".*",
+    "source": ".*",
     "trace_id": "",
     "__rate_interval": "15s",
     "__interval": "15s",

@@ -13,7 +13,10 @@ dashboards: Grafana, Loki and Tempo cannot run here. Still unverified:
     (slow test); the link itself is the datasource's exemplarTraceIdDestinations, in provisioning;
   - import: run against an HTTP double of Grafana's documented API (/api/folders, /api/dashboards/db,
     401/403/404/409/412), not a real Grafana;
-  - PromQL: parsed by promtool 2.42 and run on Prometheus 2.42; compose runs Prometheus 3."""
+  - PromQL: parsed by promtool 2.42 and run on Prometheus 2.42; compose runs Prometheus 3;
+  - LLM serving panels: run on each server's exposition backfilled as series (test_llm_panels), not on a
+    server scraped live; live, only the demo's simulated backend (vLLM's names) is scraped, in the slow
+    test, which requires its series; the demo source (gateway_*) has no exposition and no data check."""
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -93,8 +93,10 @@ def test_every_datasource_reference_is_a_type_uid_object(board):
 
 @pytest.mark.parametrize("board", dashboards(), ids=lambda b: b.uid)
 def test_template_variables_datasource_by_uid_service_route_model(board):
+    """route on the gateway's boards; source, where a panel reads the LLM recorded series, instead."""
     variables = {v["name"]: v for v in board.model["templating"]["list"]}
-    assert {"ds_prometheus", "service", "route", "model"} <= variables.keys()
+    llm = "$source" in json.dumps(board.model["panels"])
+    assert {"ds_prometheus", "service", "source" if llm else "route", "model"} <= variables.keys()
     for kind in ("prometheus", "loki", "tempo"):
         name = f"ds_{kind}"
         used = f"${{{name}}}" in board.text
@@ -102,7 +104,7 @@ def test_template_variables_datasource_by_uid_service_route_model(board):
         if used:
             assert variables[name]["type"] == "datasource" and variables[name]["query"] == kind
             assert variables[name]["current"]["value"] == c.DATASOURCE_UIDS[kind]
-    for name in ("service", "route", "model"):
+    for name in {"service", "route", "model", "source"} & variables.keys():
         assert variables[name]["type"] == "query" and variables[name]["includeAll"] and variables[name]["multi"]
         assert variables[name]["query"].startswith("label_values(")
 

@@ -1,11 +1,13 @@
 """The dashboards' PromQL and the report against a real Prometheus that scrapes the demo gateway.
 
-One run (about a minute): `obsbox demo --scenario untuned` serves the gateway's /metrics and writes
-legacy logs, `obsbox bridge` tails them (its own /metrics and the log_metrics rules), and Debian's
-Prometheus scrapes both every second with the rules `obsbox slo build` generates from compose/slo.yaml.
-Then every PromQL expression of every panel and variable, with its template variables filled in, must
-parse and run; the core panels (P95, the stage breakdown, every burn rate) must return data; and
-`obsbox report` must draw the P95 above the SLO line for the untuned scenario.
+One run (about a minute): `obsbox demo --scenario untuned` serves the gateway's /metrics and its
+simulated inference backend's (vLLM's names), and writes legacy logs; `obsbox bridge` tails them (its
+own /metrics and the log_metrics rules), and Debian's Prometheus scrapes all three every second with
+the rules `obsbox slo build` generates from compose/slo.yaml and those `obsbox llm rules` generates
+from the LLM sources. Then every PromQL expression of every panel and variable, with its template
+variables filled in, must parse and run; the core panels (P95, the stage breakdown, every burn rate)
+and the backend's obsbox:llm_*{source="vllm"} series must return data; and `obsbox report` must draw
+the P95 above the SLO line for the untuned scenario, and the backend's TTFT, queue, prefill and decode.
 """
 
 from __future__ import annotations
@@ -42,14 +44,12 @@ def stack(tmp_path_factory):
     logs, log_dir = tmp / "logs", tmp / "legacy-logs"
     logs.mkdir()
     log_dir.mkdir()
-    gateway, bridge, prom = free_port(), free_port(), free_port()
+    gateway, backend, bridge, prom = free_port(), free_port(), free_port(), free_port()
 
-    rules = tmp / "slo.rules.yml"
-    subprocess.run(
-        [sys.executable, "-m", "obsbox", "slo", "build", str(DEFAULT_SPEC), "--out", str(rules)],
-        check=True,
-        capture_output=True,
-    )
+    rules, llm_rules = tmp / "slo.rules.yml", tmp / "llm.rules.yml"
+    for command in (("slo", "build", str(DEFAULT_SPEC)), ("llm", "rules")):
+        out = rules if command[0] == "slo" else llm_rules
+        subprocess.run([sys.executable, "-m", "obsbox", *command, "--out", str(out)], check=True, capture_output=True)
     (tmp / "bridge.yaml").write_text(
         yaml.safe_dump(
             {
@@ -72,9 +72,10 @@ def stack(tmp_path_factory):
         yaml.safe_dump(
             {
                 "global": {"scrape_interval": f"{SCRAPE_SECONDS}s", "evaluation_interval": f"{SCRAPE_SECONDS}s"},
-                "rule_files": [str(rules)],
+                "rule_files": [str(rules), str(llm_rules)],
                 "scrape_configs": [
                     {"job_name": "gateway", "static_configs": [{"targets": [f"127.0.0.1:{gateway}"]}]},
+                    {"job_name": "vllm", "static_configs": [{"targets": [f"127.0.0.1:{backend}"]}]},
                     {"job_name": "obsbox-bridge", "static_configs": [{"targets": [f"127.0.0.1:{bridge}"]}]},
                 ],
             }
@@ -85,7 +86,7 @@ def stack(tmp_path_factory):
         demo_log = logs / "demo.log"
         procs[demo_log] = obsbox(
             *("demo", "--scenario", "untuned", "--sessions", "12", "--duration", str(RUN_SECONDS + DEADLINE_SECONDS)),
-            *("--port", str(gateway), "--log-dir", str(log_dir)),
+            *("--port", str(gateway), "--backend-metrics-port", str(backend), "--log-dir", str(log_dir)),
             log=demo_log,
         )
         gateway_metrics = f"http://127.0.0.1:{gateway}/metrics"
@@ -102,7 +103,7 @@ def stack(tmp_path_factory):
         url = f"http://127.0.0.1:{prom}"
         api = Prometheus(url)
         wait_for("Prometheus to be ready", lambda: http_ok(f"{url}/-/ready"), procs, DEADLINE_SECONDS)
-        wait_for("both targets to be scraped", lambda: len(api.query("up == 1")) == 2, procs, DEADLINE_SECONDS)
+        wait_for("the three targets to be scraped", lambda: len(api.query("up == 1")) == 3, procs, DEADLINE_SECONDS)
         time.sleep(RUN_SECONDS)
         yield {"url": url, "api": api, "tmp": tmp, "start": time.time() - RUN_SECONDS}
     finally:
@@ -120,6 +121,18 @@ def core_expressions() -> dict[str, str]:
         for window in slos.burn_windows(slo):
             core[f"{slo.name} burn rate {window}"] = q.burn_rate(slos.selector(slo), window).expr
     return core
+
+
+# What the demo's backend gives the LLM breakdown; the rest (gateway overhead, GPU) is not vLLM's to give.
+VLLM_RECORDS = [
+    *(f"obsbox:llm_{signal}_seconds:mean5m" for signal in ("ttft", "queue", "prefill", "decode", "inter_token", "e2e")),
+    "obsbox:llm_cache_hit:ratio",
+    "obsbox:llm_prompt_tokens:rate5m",
+    "obsbox:llm_generation_tokens:rate5m",
+    "obsbox:llm_requests_running:sum",
+    "obsbox:llm_requests_waiting:sum",
+    "obsbox:llm_kv_cache_usage:ratio",
+]
 
 
 def run_query(api: Prometheus, expr: str):
@@ -150,6 +163,12 @@ def test_every_promql_expression_runs_and_the_core_panels_and_report_show_data(s
     print(f"\n{len(found)} PromQL expressions ran; {len(found) - len(empty)} returned data.")
     for item in empty:
         print(f"  no data (not a core panel): {item.dashboard} / {item.panel}: {' '.join(item.promql().split())}")
+
+    # The demo's backend, through vLLM's names and the LLM recording rules, for each of the gateway's models.
+    for record in VLLM_RECORDS:
+        result = api.query(f'{record}{{source="vllm"}}')
+        assert {s.labels.get("model") for s in result} >= {"code-small", "code-large"}, record
+        assert all(math.isfinite(v) for s in result for v in s.values), record
 
     # The heatmap's exemplars: Prometheus kept them, with the trace IDs Grafana links to Tempo.
     now = time.time()
@@ -198,7 +217,7 @@ def check_report(text: str) -> None:
         png = base64.b64decode(re.search(r'src="data:image/png;base64,([^"]+)"', body).group(1))
         charts[key] = (data, png)
     threshold = slos.reply_latency_threshold()
-    expected = {"reply_p95", "stage_breakdown", *(f"burn_rate:{s.name}" for s in slos.load())}
+    expected = {"reply_p95", "stage_breakdown", "llm_breakdown", *(f"burn_rate:{s.name}" for s in slos.load())}
     assert set(charts) == expected
 
     p95, _png = charts["reply_p95"]
@@ -213,6 +232,9 @@ def check_report(text: str) -> None:
 
     stages, _png = charts["stage_breakdown"]
     assert {s["labels"]["stage"] for s in stages["series"]} == set(c.STAGES)
+    backend, _png = charts["llm_breakdown"]
+    drawn = {s["name"] for s in backend["series"] if any(math.isfinite(v) for v in s["v"])}
+    assert drawn == {f"{phase} (vllm)" for phase in ("TTFT", "queue", "prefill", "decode")}, drawn
     for slo in slos.load():
         burn, _png = charts[f"burn_rate:{slo.name}"]
         assert len(burn["series"]) == len(slos.burn_windows(slo))

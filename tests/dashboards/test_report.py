@@ -75,7 +75,7 @@ def test_no_line_is_drawn_across_a_time_without_data():
 def test_the_legend_stays_off_the_data():
     t0 = 1_700_000_000.0
     charts = report.plan(slos.load(), slos.reply_latency_threshold())
-    burn = charts[2]
+    burn = next(chart for chart in charts if chart.key.startswith("burn_rate:"))
     burn.series = [(f"ReplyLatency {w}", ramp(t0, [20.0, 18.0, 16.0], {})) for w in ("5m", "30m", "1h", "2h", "6h")]
     fig = report.figure(burn)
     fig.canvas.draw()
@@ -121,7 +121,7 @@ def test_the_html_shows_each_query_as_it_ran_with_its_variables_filled_in(tmp_pa
     now = time.time()
     charts = report.plan(slos.load(), slos.reply_latency_threshold())
     with empty_prometheus(tmp_path) as url:
-        report.collect(Prometheus(url), charts, now - 600, now, selection={"route": "/v1/.*"})
+        report.collect(Prometheus(url), charts, now - 600, now, selection={"route": "/v1/.*", "source": "vllm|sglang"})
     for chart in charts:
         chart.png = report.draw(chart)
     text = report.render_html(report.Report(url, now - 600, now, 3, None, charts))
@@ -129,6 +129,14 @@ def test_the_html_shows_each_query_as_it_ran_with_its_variables_filled_in(tmp_pa
     assert shown == [expr for chart in charts for expr in chart.exprs]
     assert not [expr for expr in shown if "$" in expr], "a template variable left in a shown query"
     assert 'route=~"/v1/.*"' in shown[0] and "[60s]" in shown[0]
+    llm = report.Report(url, now - 600, now, 3, None, charts).chart("llm_breakdown")
+    assert [query.legend for query in llm.queries] == [
+        "TTFT ({{source}})",
+        "queue ({{source}})",
+        "prefill ({{source}})",
+        "decode ({{source}})",
+    ]
+    assert all('source=~"vllm|sglang", model=~".*"' in expr for expr in llm.exprs), llm.exprs
     data = [json.loads(m) for m in re.findall(r'class="chart-data">(.*?)</script>', text)]
     assert [d["queries"] for d in data] == [chart.exprs for chart in charts]
 
@@ -168,7 +176,7 @@ def test_report_against_a_real_prometheus_without_data(tmp_path, capsys):
         code = main(["report", "--prometheus", url, "--out", str(out), "--last", "5m"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    charts = 2 + len(slos.load())
+    charts = 3 + len(slos.load())  # P95, the stage breakdown, the inference server's, each SLO's burn
     assert captured.err.count("no data for") == charts
     text = out.read_text()
     assert text.count("<strong>No data</strong>") == charts

@@ -31,7 +31,10 @@ deploy/kubernetes: validated and cross-checked statically, NOT applied (no clust
   - the loadbalancing exporter's k8s resolver and k8sattributes working with the RBAC given;
   - the Helm values against the charts' templates (`helm template` was not run: no helm, no charts
     here); only their parsing and the names, ports and UIDs they share with the manifests are checked;
-  - Pod Security admission, node taints, and data flowing end to end in a cluster."""
+  - Pod Security admission, node taints, and data flowing end to end in a cluster;
+  - autoscaling/: KEDA (2.20) and prometheus-adapter acting on these objects: their controllers are not
+    run; the objects, keys, names and queries are checked against their sources, the queries' answers
+    under promtool."""
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:

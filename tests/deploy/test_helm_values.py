@@ -46,7 +46,12 @@ def gateway_env(rendered, namespace) -> dict[str, str]:
 
 def test_every_values_file_parses_as_a_mapping():
     files = sorted(HELM_DIR.glob("*.yaml"))
-    assert [f.name for f in files] == ["kube-prometheus-stack-values.yaml", "loki-values.yaml", "tempo-values.yaml"]
+    assert [f.name for f in files] == [
+        "kube-prometheus-stack-values.yaml",
+        "loki-values.yaml",
+        "prometheus-adapter-values.yaml",
+        "tempo-values.yaml",
+    ]
     for path in files:
         assert isinstance(yaml.safe_load(path.read_text(encoding="utf-8")), dict), path
 

@@ -155,7 +155,7 @@ def test_untuned_misses_the_300ms_slo_and_tuned_meets_it():
 
 def test_obsbox_demo_runs_and_prints_a_summary(tmp_path):
     command = [sys.executable, "-m", "obsbox", "demo", "--scenario", "tuned", "--sessions", "4", "--duration", "3"]
-    command += ["--think-time", "0,0.2", "--port", "0", "--log-dir", str(tmp_path)]
+    command += ["--think-time", "0,0.2", "--port", "0", "--backend-metrics-port", "0", "--log-dir", str(tmp_path)]
     result = subprocess.run(command, check=False, capture_output=True, text=True, timeout=90)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -193,7 +193,7 @@ def test_obsbox_demo_runs_from_a_folder_that_holds_a_directory_named_obsbox(tmp_
     """The load generator is a child process: it must import the installed package, not ./obsbox."""
     folder = shadowing_folder(tmp_path)
     command = [str(obsbox_script()), "demo", "--scenario", "tuned", "--sessions", "2", "--duration", "2"]
-    command += ["--think-time", "0,0.2", "--port", "0"]
+    command += ["--think-time", "0,0.2", "--port", "0", "--backend-metrics-port", "0"]
     result = subprocess.run(command, cwd=folder, check=False, capture_output=True, text=True, timeout=90)
     out = result.stdout + result.stderr
     assert IMPORTED not in out

@@ -29,6 +29,7 @@ def test_locust_drives_the_demo_gateway(tmp_path):
         pytest.skip("Locust is not installed here (pip install 'obsbox[locust]'); only the compile check ran")
     port = free_port()
     demo = [sys.executable, "-m", "obsbox", "demo", "--no-load", "--scenario", "tuned", "--port", str(port)]
+    demo += ["--backend-metrics-port", "0"]
     gateway = subprocess.Popen(
         [*demo, "--duration", "60", "--log-dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,

@@ -10,6 +10,7 @@ import shlex
 from ipaddress import ip_address
 
 import pytest
+import yaml
 
 from obsbox import cli, conventions
 from obsbox.collector import check
@@ -144,3 +145,18 @@ def test_the_readme_says_what_every_published_port_exposes(rendered):
         for entry in service.get("ports") or []
     }
     assert published <= documented, published - documented
+
+
+def test_prometheus_scrapes_the_demo_backend_where_the_gateway_serves_it_and_loads_the_llm_rules(rendered):
+    """The vllm job reaches the gateway service's --backend-metrics-port over the compose network
+    (exposed there, published nowhere), and rules/*.yml holds the LLM rules that read vLLM's names."""
+    gateway = rendered["services"]["gateway"]
+    args = cli.build_parser().parse_args(gateway["command"])
+    assert args.host == "0.0.0.0" and args.backend_metrics_port == conventions.PORTS["demo_backend_metrics"]
+    assert [str(port) for port in gateway["expose"]] == [str(args.backend_metrics_port)]
+    assert all(not entry.endswith(f":{args.backend_metrics_port}") for entry in gateway["ports"])
+    prometheus = yaml.safe_load((COMPOSE_DIR / "prometheus" / "prometheus.yml").read_text(encoding="utf-8"))
+    (job,) = [job for job in prometheus["scrape_configs"] if job["job_name"] == "vllm"]
+    assert job["static_configs"] == [{"targets": [f"gateway:{args.backend_metrics_port}"]}]
+    rule_files = [COMPOSE_DIR / "prometheus" / pattern for pattern in prometheus["rule_files"]]
+    assert any((COMPOSE_DIR / "prometheus" / "rules" / "llm.rules.yml").match(str(p)) for p in rule_files)

@@ -106,6 +106,9 @@ def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_p
         rate = up.wait_until("SLO burn rate in Prometheus", burn, 60)[0].finite[-1]
         young = re.compile(r"ReplyLatency +\d+\.\d\dx  \(warming up: [0-4] of 5 minutes\)")
         up.wait_until("burn rate in the summary", lambda: young.search(up.out), 30)
+        backend = re.compile(r"ttft \d+\.\d  queue \d+\.\d  prefill \d+\.\d  decode \d+\.\d  prefix-cache hits \d+%")
+        up.wait_until("the backend's vLLM breakdown in the summary", lambda: backend.search(up.out), 30)
+        scraped = {s.labels["job"] for s in api.query("up == 1")}
         config = folder / "out" / "local" / "prometheus" / "prometheus.yml"
         check = subprocess.run(
             ["promtool", "check", "config", str(config)], check=False, capture_output=True, text=True
@@ -113,7 +116,8 @@ def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_p
     finally:
         out = up.stop_group()
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 1 rule files found" in check.stdout
+    assert "SUCCESS: 2 rule files found" in check.stdout  # the SLO rules and the LLM rules
+    assert scraped == {"gateway", "vllm", "obsbox-bridge"}, scraped
     assert rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {rate}"
     assert IMPORTED not in out and up.proc.returncode == 0, out
     obsbox = obsbox_script()  # not under the working directory: named by its full path
@@ -174,3 +178,13 @@ def test_a_firing_alert_says_which_window_is_still_warming_up():
 )
 def test_warming_up_is_said_in_the_window_s_own_unit(data, window, said):
     assert warming(data, window) == f"warming up: {said}"
+
+
+def test_the_summary_shows_the_backend_s_own_breakdown_only_when_prometheus_has_it():
+    backend = Summary(
+        backend_ms={"ttft": 112.94, "queue": 0.31, "prefill": 111.0, "decode": 96.4}, backend_cache_hit=0.42
+    )
+    text = render(backend, 30.0)
+    assert 'inference backend, from its own vLLM metrics (obsbox:llm_*{source="vllm"}, mean ms over 5m)' in text
+    assert "    ttft 112.9  queue 0.3  prefill 111.0  decode 96.4  prefix-cache hits 42%" in text
+    assert "inference backend" not in render(Summary(), 30.0)
