@@ -76,12 +76,24 @@ grid.add(
 grid.row("Load")
 grid.add(
     recorded(
+        "Requests and server errors",
+        "Requests finished per second, and those that failed on the server's side (what the error SLOs "
+        "count), over 5m.",
+        {"requests": "finished", "errors": "failed"},
+        unit="reqps",
+        thresholds=p.steps(),
+    ),
+    w=8,
+)
+grid.add(
+    recorded(
         "Requests running and waiting",
         "Requests being served, and requests queued before they run (the queue depth autoscaling reads).",
         {"requests_running": "running", "requests_waiting": "waiting"},
         unit="short",
         thresholds=p.steps(),
     ),
+    w=8,
 )
 grid.add(
     recorded(
@@ -93,6 +105,7 @@ grid.add(
         lines=True,
         bounds=(0, 1),
     ),
+    w=8,
 )
 
 grid.row("GPUs")
