@@ -90,6 +90,7 @@ def test_scrape_targets_are_compose_services_on_their_ports(rendered):
         **{name: HTTP_PORTS[name] for name in ("tempo", "loki", "grafana")},
         "collector": conventions.PORTS["collector_metrics"],
         "localhost": conventions.PORTS["prometheus"],
+        "gateway": conventions.PORTS["demo_backend_metrics"],  # the demo's simulated vLLM backend (job vllm)
     }
     targets = [t for job in config["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]]
     assert {t.split(":")[0] for t in targets} == set(ports)
