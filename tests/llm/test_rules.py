@@ -8,6 +8,7 @@ the exposition. The expected values are computed here from the exposition's text
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -30,6 +31,7 @@ FIXTURES = {
     "sglang.prom": "sglang",
     "tgi.prom": "tgi",
     "litellm.prom": "litellm",
+    "litellm-proxy-run.prom": "litellm",
     "genai-otlp.prom": "genai",
     "dcgm.prom": "dcgm",
 }
@@ -76,7 +78,12 @@ def input_series(exposition: str, instance: str) -> list[dict[str, str]]:
         labels = {"job": "llm", "instance": instance, **own}
         series = name + "{" + ",".join(f"{k}={quote(v)}" for k, v in labels.items()) + "}"
         rising = kind in ("counter", "histogram")
-        values = f"0+{value / MINUTES!r}x{MINUTES}" if rising else f"{value!r}x{MINUTES}"
+        if rising:
+            values = f"0+{value / MINUTES!r}x{MINUTES}"
+        elif math.isinf(value):  # LiteLLM's unlimited budgets; "Infx10" would read as a name
+            values = " ".join(["+Inf" if value > 0 else "-Inf"] * (MINUTES + 1))
+        else:
+            values = f"{value!r}x{MINUTES}"
         out.append({"series": series, "values": values})
     return out
 
@@ -352,6 +359,41 @@ def test_bucket_layouts_are_the_expositions(tmp_path):
                 assert found == mapping.buckets, (fixture, signal)
                 checked += 1
     assert checked >= 15
+
+
+def test_litellm_proxy_run_values(tmp_path):
+    """The scrape of a running LiteLLM proxy (1.108.7): its overhead is in seconds, its TTFT holds the
+    upstream's 0.12 s before the first chunk, its queue time is per requested model, and the in-flight
+    gauge (no model label) counts the scrape itself."""
+    run = text("litellm-proxy-run.prom")
+    upstream = {"model_group": "llama-3.1-8b-upstream"}
+
+    def mean(metric: str, **match: str) -> float:
+        return total(run, f"{metric}_sum", **match) / total(run, f"{metric}_count", **match)
+
+    overhead = mean("litellm_overhead_latency_metric", **upstream)
+    assert 0.001 < overhead < 0.5, overhead  # a few ms of the proxy's own work, in seconds (its HELP says ms)
+    ttft = mean("litellm_llm_api_time_to_first_token_metric", **upstream)
+    assert ttft >= 0.12, ttft  # the stand-in upstream waits 0.12 s before its first chunk
+    model = {"source": "litellm", "model": "llama-3.1-8b-upstream"}
+    checks = [
+        near('obsbox:llm_gateway_overhead_seconds:mean5m{source="litellm"}', overhead, **model),
+        near('obsbox:llm_ttft_seconds:mean5m{source="litellm",model="llama-3.1-8b-upstream"}', ttft, **model),
+        near(
+            'obsbox:llm_queue_seconds:mean5m{source="litellm",model="llama-3.1-8b"}',
+            mean("litellm_request_queue_time_seconds", requested_model="llama-3.1-8b"),
+            source="litellm",
+            model="llama-3.1-8b",
+        ),
+        near(
+            'obsbox:llm_e2e_seconds_count:rate5m{source="litellm",model="llama-3.1-8b"}',
+            6 / SECONDS,  # 3 plain and 3 streamed requests; the failed ones are not observed
+            source="litellm",
+            model="llama-3.1-8b",
+        ),
+        near('obsbox:llm_requests_running:sum{source="litellm"}', 1, source="litellm"),
+    ]
+    run_rule_tests(tmp_path, rules_text(), [case("litellm-proxy-run", run, checks)])
 
 
 def test_the_committed_rules_file_is_up_to_date_and_passes_promtool(tmp_path):
