@@ -86,7 +86,17 @@ class Mapping:
     note: str = ""
 
     def selectors(self, key: str) -> list[Selector]:
-        return [parse_selector(text) for text in getattr(self, key)]
+        """The names as written, then each name with a colon as prometheus_client writes it for Prometheus 2.
+
+        prometheus_client 0.22 and later answer a scraper that asks for OpenMetrics without an
+        ``escaping`` parameter (every Prometheus 2.x) with ``escaping=underscores``, and their sample
+        lines then read ``vllm_time_to_first_token_seconds`` (prometheus/client_python#1177): vLLM's
+        and SGLang's series reach such a Prometheus under those names. They come last, so a target
+        that keeps the colon (Prometheus 3, or the text format) is read as before, and counted once.
+        """
+        written = [parse_selector(text) for text in getattr(self, key)]
+        escaped = [Selector(s.metric.replace(":", "_"), s.matchers) for s in written if ":" in s.metric]
+        return written + escaped
 
 
 @dataclass

@@ -15,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.parser import text_string_to_metric_families
 
 from obsbox import llm
 from obsbox.llm.spec import SIGNALS
@@ -25,6 +28,11 @@ EXPOSITIONS = Path(__file__).parent / "expositions"
 MINUTES = 10
 SECONDS = MINUTES * 60
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+# What Prometheus 2.x asks for (scrapeAcceptHeader, scrape/scrape.go)
+PROMETHEUS_2_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,"
+    "text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
 FIXTURES = {
     "vllm.prom": "vllm",
     "vllm-v0.prom": "vllm",
@@ -244,6 +252,42 @@ def test_vllm_renamed_metrics_count_once(tmp_path, release):
     run_rule_tests(tmp_path, rules_text(), [case(release, exposition, checks)])
 
 
+def test_vllm_as_prometheus_2_stores_it_from_prometheus_client_counts_the_same(tmp_path):
+    """vLLM's exposition as prometheus_client itself serves it to Prometheus 2.x, whose Accept header asks
+    for OpenMetrics without an escaping parameter: the sample lines read vllm_..., not vllm:...
+    (prometheus/client_python#1177). The rules find those names and count them as the colon ones."""
+    v1 = text("vllm.prom")
+
+    class Exposition:
+        def collect(self):
+            return list(text_string_to_metric_families(v1))
+
+    registry = CollectorRegistry()
+    registry.register(Exposition())
+    encode, content_type = choose_encoder(PROMETHEUS_2_ACCEPT)
+    assert "escaping=underscores" in content_type, content_type
+    served = encode(registry).decode()
+    assert "vllm_time_to_first_token_seconds_bucket{" in served and "\nvllm:" not in served
+    # samples() reads each sample's family from # TYPE, which keeps the colon (the bug): read it escaped
+    stored = re.sub(r"^(# (?:TYPE|HELP) )vllm:", r"\1vllm_", served, flags=re.M)
+    model = {"source": "vllm", "model": MODEL}
+    checks = [
+        near(
+            'histogram_quantile(0.95, obsbox:llm_ttft_seconds_bucket:rate5m{source="vllm"})',
+            quantile(v1, "vllm:time_to_first_token_seconds", 0.95),
+            **model,
+        ),
+        near('obsbox:llm_cache_hit:ratio{source="vllm"}', 382500 / 1.02e6, **model),
+        near('obsbox:llm_kv_cache_usage:ratio{source="vllm"}', 0.4375, **model),
+        near(
+            'obsbox:llm_inter_token_seconds_count:rate5m{source="vllm"}',
+            total(v1, "vllm:inter_token_latency_seconds_count") / SECONDS,
+            **model,
+        ),
+    ]
+    run_rule_tests(tmp_path, rules_text(), [case("prometheus-2-scrape", stored, checks)])
+
+
 def test_other_sources_values(tmp_path):
     """One value per source, each in seconds or 0..1, each with its model label renamed to model."""
     sg, tgi, lite, genai, dcgm = (
@@ -347,12 +391,13 @@ def test_bucket_layouts_are_the_expositions(tmp_path):
         for signal, mapping in sources[name].signals.items():
             if SIGNALS[signal].kind != "histogram" or mapping.buckets is None:
                 continue
-            selector = mapping.selectors("metric")[-1 if fixture == "vllm-v0.prom" else 0]
+            printed = {n for n, _, _, _ in samples(exposition)}
+            metric = next((s.metric for s in mapping.selectors("metric") if f"{s.metric}_bucket" in printed), "")
             found = sorted(
                 {
                     float(labels["le"])
                     for n, labels, _, _ in samples(exposition)
-                    if n == f"{selector.metric}_bucket" and labels["le"] != "+Inf"
+                    if n == f"{metric}_bucket" and labels["le"] != "+Inf"
                 }
             )
             if found:
