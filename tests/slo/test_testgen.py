@@ -18,17 +18,19 @@ from obsbox.slo.spec import DEFAULT_RULES
 from tests.slo.test_spec import AVAILABILITY, GOOD
 
 TESTDATA = Path(__file__).parent / "testdata"
+COMPOSE = DEFAULT_RULES.parents[2]
+# Each shipped spec, with the rules file compose loads (None: built from the spec).
 SPECS = {
-    "seed": DEFAULT_RULES.parents[2] / "slo.yaml",
-    "llm": DEFAULT_RULES.parents[2] / "slo-llm.yaml",
-    **{path.name.split(".")[0]: path for path in sorted(TESTDATA.glob("*.yaml"))},
+    "seed": (COMPOSE / "slo.yaml", DEFAULT_RULES),
+    "llm": (COMPOSE / "slo-llm.yaml", DEFAULT_RULES.parent / "slo-llm.rules.yml"),
+    **{path.name.split(".")[0]: (path, None) for path in sorted(TESTDATA.glob("*.yaml"))},
 }
 
 
-@pytest.mark.parametrize("spec", SPECS.values(), ids=SPECS.keys())
-def test_the_generated_tests_pass_for_every_shipped_slo(spec, tmp_path, capsys):
-    """One promtool run per spec: every SLO passes its steady, no-data, fast and slow cases."""
-    assert main(["slo", "test", str(spec), "--out", str(tmp_path)]) == 0
+@pytest.mark.parametrize(("spec", "rules"), SPECS.values(), ids=SPECS.keys())
+def test_the_generated_tests_pass_for_every_shipped_slo(spec, rules, tmp_path, capsys):
+    """Every SLO passes its steady-then-no-data, fast and slow cases, on the rules compose loads."""
+    assert main(["slo", "test", str(spec), "--out", str(tmp_path), *(["--rules", str(rules)] if rules else [])]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [s.name for s in slo.load(spec)]
     assert [line.split()[1] for line in lines] == names
@@ -41,7 +43,7 @@ def test_the_generated_tests_pass_for_every_shipped_slo(spec, tmp_path, capsys):
 def test_broken_rules_fail_naming_the_slo_the_case_and_the_minute(tmp_path, capsys):
     """The features spec's rules with three faults: checkout-latency's fastest page at twice its factor
     and its no-data alert gone, checkout-availability's filter dropped from its good events."""
-    features = SPECS["features"]
+    features, _ = SPECS["features"]
     document = slo.rules(slo.load(features))
     latency, availability = document["groups"][:2]
     assert availability["name"] == "obsbox-slo-checkout-availability"
@@ -89,7 +91,7 @@ def test_a_missing_group_fails_and_a_native_histogram_is_skipped_with_its_reason
 
 def test_without_promtool_one_line_says_so(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert main(["slo", "test", str(SPECS["seed"])]) == 2
+    assert main(["slo", "test", str(SPECS["seed"][0])]) == 2
     err = capsys.readouterr().err
     assert err.startswith("obsbox slo test: promtool is not on PATH") and err.count("\n") == 1
 
