@@ -1,4 +1,4 @@
-"""``obsbox slo``: build Prometheus rules from an SLO spec, or check a spec and its rules file."""
+"""``obsbox slo``: build Prometheus rules from an SLO spec, check a spec and its rules file, or test the rules."""
 
 from __future__ import annotations
 
@@ -45,9 +45,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     test = commands.add_parser(
         "test",
         help="generate promtool tests for each SLO and run them",
-        description="Per SLO, generate `promtool test rules` cases (a steady good period, a fast burn, a slow "
-        "burn, no data) with the alerts the spec expects, run them in one promtool run, and print a verdict "
-        "per SLO. Exit 1 when a test fails.",
+        description="Per SLO, generate `promtool test rules` cases (a steady good period, no data, a fast burn, "
+        "a slow burn) with the alerts the spec expects, run them with promtool (two runs at once), and print "
+        "a verdict per SLO. Exit 1 when a test fails, 2 without promtool on the PATH.",
     )
     test.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the rules to test (default: build them)")
     test.add_argument("--out", type=Path, metavar="DIR", help="keep the tests here (default: a temporary folder)")

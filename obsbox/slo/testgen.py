@@ -5,8 +5,8 @@ period (no alert) after which the series stop (``SLONoData`` fires once they hav
 ``for``), a fast burn (a page fires once its windows burn) and a slow burn (a ticket fires, no page).
 What should fire at each checked minute comes from the SRE Workbook's windows averaged over the
 schedule, never from the rules under test; a minute where the answer depends on how Prometheus cuts a
-window is not checked. Each SLO gets its own test file with only its rule group, and one promtool run
-takes them all.
+window is not checked. Each SLO gets its own test file with only its rule group, and two promtool runs
+take them all.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from obsbox.slo.selectors import Matcher, Selector, num
 from obsbox.slo.spec import SLO, BurnCondition, go_float
 
 PER_MINUTE = 6000.0  # events per minute
-STEP = 5  # minutes between rule evaluations, and between checks
+STEP = 5  # minutes between rule evaluations, and between the minutes checked
 WORKERS = 2  # promtool runs at once
 MARGIN = 0.01  # a window this close to a factor is not checked
 Alert = dict[str, Any]
@@ -138,7 +138,7 @@ def no_data(schedule: Sequence[Segment], at: int) -> bool:
 
 
 def cases(slo: SLO) -> list[Case]:
-    """The four cases, their burn rates placed between the SLO's factors."""
+    """The three timelines, their burn rates placed between the SLO's factors."""
     factors = {
         severity: [c.factor for c in slo.burn_conditions() if c.severity == severity] for severity in ("page", "ticket")
     }
@@ -268,7 +268,7 @@ def _series(metric: str, labels: dict[str, str], increments: Sequence[float]) ->
 
 
 def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
-    """The promtool test file of one SLO: its four cases, the alerts expected as the spec builds them."""
+    """The promtool test file of one SLO: its three cases, the alerts expected as the spec builds them."""
     built = slo_group(slo)["rules"]
     burn = {r["labels"]["long_window"]: r for r in built if r.get("alert") == conventions.SLO_ALERT}
     (gone,) = [r for r in built if r.get("alert") == conventions.SLO_NO_DATA_ALERT]
@@ -374,7 +374,7 @@ def run(slos: Sequence[SLO], rules: dict[str, Any], directory: Path, promtool: s
             if report.strip() == "SUCCESS":
                 verdicts.append(Verdict(slo, "pass", ", ".join(c.name for c in cases(slo))))
             else:
-                verdicts.append(Verdict(slo, "FAIL", f"{_summary(report)}\n(promtool test rules {f.name})"))
+                verdicts.append(Verdict(slo, "FAIL", f"{_summary(report)}\n(the case file: {f.name}, kept with --out)"))
     order = {slo.name: i for i, slo in enumerate(slos)}
     return sorted(verdicts, key=lambda v: order[v.slo.name])
 
@@ -407,9 +407,9 @@ def _alerts(text: str) -> str:
     """The alerts of promtool's ``exp:[...]`` or ``got:[...]``, by severity and windows."""
     found = []
     for labels in _LABELS.findall(text):
-        values = dict(_LABEL.findall(labels))
-        windows = f" {values['long_window']}/{values['short_window']}" if "long_window" in values else ""
-        found.append(f"{values.get('severity', '?')}{windows}")
+        named = dict(_LABEL.findall(labels))
+        windows = f" {named['long_window']}/{named['short_window']}" if "long_window" in named else ""
+        found.append(f"{named.get('severity', '?')}{windows}")
     return "[" + ", ".join(found) + "]"
 
 
