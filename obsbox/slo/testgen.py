@@ -93,9 +93,10 @@ def per_minute(schedule: Sequence[Segment], budget: float) -> tuple[list[float],
     return errors, events
 
 
-def burn_over(schedule: Sequence[Segment], budget: float, end: int, window: int) -> float | None:
-    """The traffic-weighted burn rate over the minutes (end - window, end]; None without traffic there."""
-    errors, events = per_minute(schedule, budget)
+def burn_over(minutes: tuple[list[float], list[float]], budget: float, end: int, window: int) -> float | None:
+    """The traffic-weighted burn rate over the minutes (end - window, end] of ``per_minute``'s (errors,
+    events); None without traffic there."""
+    errors, events = minutes
     start = max(0, end - window)
     total = sum(events[start:end])
     return sum(errors[start:end]) / total / budget if total else None
@@ -107,12 +108,13 @@ def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition
     Each window is averaged as it is, one minute shorter (a range's first sample starts it) and, when
     it is summed from the recorded 5m rates, one step longer; all must agree, clear of the factor."""
     out = []
+    minutes = per_minute(schedule, slo.error_budget)
     for condition in slo.burn_conditions():
         states = []
         for window in (condition.long_window, condition.short_window):
             width = int(seconds(window) // 60)
             widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
-            burns = [burn_over(schedule, slo.error_budget, at, w) for w in widths]
+            burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
             seen = {b is not None and b >= condition.factor for b in burns}
             if len(seen) > 1 or any(b is not None and abs(b / condition.factor - 1) <= MARGIN for b in burns):
                 return None
@@ -158,22 +160,22 @@ def cases(slo: SLO) -> list[Case]:
     return [
         Case(
             "steady good, then no data",
-            (Segment(20, good), Segment(20, present=False)),
-            lambda checks: quiet_until(checks, 20) and not any(c[1] for c in checks) and checks[-1][2],
-            f"{num(round(good, 3))}x the budget for 20m: no alert; then no series: "
+            (Segment(15, good), Segment(20, present=False)),
+            lambda checks: quiet_until(checks, 15) and not any(c[1] for c in checks) and checks[-1][2],
+            f"{num(round(good, 3))}x the budget for 15m: no alert; then no series: "
             f"{conventions.SLO_NO_DATA_ALERT} fires {NO_DATA_FOR} after",
         ),
         Case(
             "fast burn",
-            (Segment(10, good), Segment(fast_minutes, fast)),
-            lambda checks: quiet_until(checks, 10) and pages(checks[-1][1]),
-            f"{num(round(fast, 3))}x after 10m at {num(round(good, 3))}x: a page fires once its windows burn",
+            (Segment(5, good), Segment(fast_minutes, fast)),
+            lambda checks: quiet_until(checks, 5) and pages(checks[-1][1]),
+            f"{num(round(fast, 3))}x after 5m at {num(round(good, 3))}x: a page fires once its windows burn",
         ),
         Case(
             "slow burn",
-            (Segment(10, good), Segment(20, slow)),
-            lambda checks: quiet_until(checks, 10) and not any(pages(c[1]) for c in checks) and bool(checks[-1][1]),
-            f"{num(round(slow, 3))}x after 10m at {num(round(good, 3))}x: a ticket fires, no page",
+            (Segment(5, good), Segment(20, slow)),
+            lambda checks: quiet_until(checks, 5) and not any(pages(c[1]) for c in checks) and bool(checks[-1][1]),
+            f"{num(round(slow, 3))}x after 5m at {num(round(good, 3))}x: a ticket fires, no page",
         ),
     ]
 
