@@ -10,7 +10,7 @@ What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, ..
 In: ``SLO`` documents with their SLI inline or by ``indicatorRef``, Prometheus metric sources (inline
 or a ``DataSource`` by ``metricSourceRef``), and alert policies whose burn-rate conditions are ones
 obsbox alerts on. Anything else is refused in one line naming the file, line, document and key.
-Documents no SLO refers to are not read.
+Documents no SLO refers to are checked for their apiVersion and kind only.
 """
 
 from __future__ import annotations
