@@ -41,6 +41,7 @@ FIXTURES = {
     "litellm.prom": "litellm",
     "litellm-proxy-run.prom": "litellm",
     "genai-otlp.prom": "genai",
+    "genai-otlp-without-suffixes.prom": "genai",
     "dcgm.prom": "dcgm",
 }
 NOT_IN_FIXTURE = {
@@ -162,6 +163,7 @@ REQUESTS_AND_ERRORS = [
     ("tgi.prom", "tgi", None, 1205, 2),  # the 3 rejected (err="validation") are the client's
     ("litellm.prom", "litellm", "llama-3.1-8b", 1206, 6),
     ("genai-otlp.prom", "genai", MODEL, 1203, 3),  # the server's requests; 3 with error_type
+    ("genai-otlp-without-suffixes.prom", "genai", MODEL, 1203, 3),  # the same, without _seconds
 ]
 
 
