@@ -26,6 +26,7 @@ STRATEGIES = {
     "NoUTF8EscapingWithSuffixes": (True, False),
     "NoTranslation": (False, False),
 }
+WITHOUT_SUFFIXES = "UnderscoreEscapingWithoutSuffixes"
 UNITS = {"s": "seconds"}  # the part of unitMap the GenAI metrics use; '{token}' is an annotation: no suffix
 HISTOGRAM_PARTS = ("_bucket", "_sum", "_count")  # helper.go bucketStr, sumStr, countStr
 LEGACY_METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")

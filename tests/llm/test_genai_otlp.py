@@ -14,18 +14,17 @@ from tests.llm.otlp_names import (
     GENAI_ATTRIBUTES,
     GENAI_METRICS,
     STRATEGIES,
+    WITHOUT_SUFFIXES,
     OtelMetric,
     label_name,
     legacy,
     metric_name,
     series_names,
 )
-from tests.llm.test_rules import MODEL, SECONDS, case, near, rules_text, samples, text
-from tests.slo.scenarios import run_rule_tests
+from tests.llm.test_rules import samples, text
 
 README = Path(__file__).parent / "expositions" / "README.md"
 DEFAULT = "UnderscoreEscapingWithSuffixes"
-WITHOUT_SUFFIXES = "UnderscoreEscapingWithoutSuffixes"
 EXPOSITIONS = {"genai-otlp.prom": DEFAULT, "genai-otlp-without-suffixes.prom": WITHOUT_SUFFIXES}
 RESOURCE_LABELS = {"job", "instance", "le"}  # service.name, service.instance.id, and the bucket bound
 
@@ -115,31 +114,3 @@ def test_the_utf8_strategies_keep_the_dots_only_prometheus_3_reads():
         assert not legacy(strategy)
         assert {label_name(a, strategy) for a in GENAI_ATTRIBUTES} == set(GENAI_ATTRIBUTES)
         assert all("." in metric_name(m, strategy) for m in GENAI_METRICS)
-
-
-def test_without_suffixes_counters_alone_give_the_tokens(tmp_path):
-    """An instrumentation that sends only the token counters (semantic-conventions-genai) and no
-    token.usage histogram, into a Prometheus with UnderscoreEscapingWithoutSuffixes: the counters
-    without _total are read."""
-    exposition = text("genai-otlp-without-suffixes.prom")
-    usage = metric_name(OtelMetric("gen_ai.client.token.usage", "{token}", "histogram"), WITHOUT_SUFFIXES)
-    kept = [line for line in exposition.splitlines() if usage not in line]
-    tokens = {"input": 0.0, "output": 0.0}
-    for name, labels, value, _ in samples(exposition):
-        if name == f"{usage}_sum":
-            tokens[labels[label_name("gen_ai.token.type", WITHOUT_SUFFIXES)]] += value
-    model = label_name("gen_ai.request.model", WITHOUT_SUFFIXES)
-    for kind, value in tokens.items():
-        counter = metric_name(
-            OtelMetric(f"gen_ai.client.inference.usage.{kind}_tokens", "{token}", "counter"), WITHOUT_SUFFIXES
-        )
-        kept += [f"# TYPE {counter} counter", f'{counter}{{{model}="{MODEL}"}} {value!r}']
-    only_counters = "\n".join(kept) + "\n"
-    assert usage not in only_counters and tokens["input"] > 0
-    labels = {"source": "genai", "model": MODEL}
-    checks = [
-        near('obsbox:llm_prompt_tokens:rate5m{source="genai"}', tokens["input"] / SECONDS, **labels),
-        near('obsbox:llm_generation_tokens:rate5m{source="genai"}', tokens["output"] / SECONDS, **labels),
-        near('obsbox:llm_ttft_seconds:mean5m{source="genai"}', 252 / 1200, **labels),
-    ]
-    run_rule_tests(tmp_path, rules_text(), [case("counters-only", only_counters, checks)])
