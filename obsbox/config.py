@@ -66,22 +66,44 @@ def dotted(path: KeyPath) -> str:
 
 def load_yaml(path: str | Path) -> Document:
     """Load a YAML file, keeping the line of each key so later errors can point at it."""
+    return parse_yaml(_read(path), source=str(path))
+
+
+def load_yaml_all(path: str | Path) -> list[Document]:
+    """Load every ``---``-separated document of a YAML file, as ``load_yaml`` loads one."""
+    return parse_yaml_all(_read(path), source=str(path))
+
+
+def _read(path: str | Path) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"cannot read the config file: {reason}", source=str(path)) from None
-    return parse_yaml(text, source=str(path))
 
 
 def parse_yaml(text: str, source: str = "<config>") -> Document:
+    node = _compose(lambda: yaml.compose(text, Loader=yaml.SafeLoader), source)
+    return _document(node, source)
+
+
+def parse_yaml_all(text: str, source: str = "<config>") -> list[Document]:
+    """Each ``---``-separated document of a YAML stream, with the lines of its keys in the whole text."""
+    nodes = _compose(lambda: list(yaml.compose_all(text, Loader=yaml.SafeLoader)), source)
+    return [_document(node, source) for node in nodes if node is not None]
+
+
+def _compose(compose: typing.Callable[[], T], source: str) -> T:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        return compose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(
             f"not valid YAML: {getattr(exc, 'problem', exc)}", source=source, line=mark.line + 1 if mark else None
         ) from exc
+
+
+def _document(node: yaml.Node | None, source: str) -> Document:
     doc = Document(None, source)
     doc.data = {} if node is None else _plain(node, (), doc)
     return doc

@@ -82,8 +82,9 @@ def template(sources: Sequence[Source], origin: str = "obsbox/llm/sources.yaml")
         "# A threshold between two bucket bounds is interpolated inside its bucket (off_bucket: interpolate);",
         "# `obsbox slo build` states the bound of that estimate. Set off_bucket: refuse to allow only",
         "# bounds, nearest to round to one, or histogram: native where the source sends native histograms.",
-        "# Each SLI reads the server's own metrics; older_names are the names before a rename, and the names",
-        "# with colons as underscores, as a Prometheus 2 stores them from prometheus_client's OpenMetrics.",
+        "# Each SLI reads the server's own metrics; older_names are the names before a rename, the names",
+        "# with colons as underscores, as a Prometheus 2 stores them from prometheus_client's OpenMetrics,",
+        "# and GenAI's names under OTLP translation_strategy UnderscoreEscapingWithoutSuffixes.",
         "slos:",
     ]
     for source in sources:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from obsbox.config import ConfigError, load_yaml
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo import testgen
+from obsbox.slo import openslo, testgen
 from obsbox.slo.rules import emit, estimates, render, rules, slo_windows, up_to_date
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import DEFAULT_SPEC, load
@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the generated rules file to compare")
     _log_rule_options(check)
     check.set_defaults(func=_check)
+    _openslo_commands(commands)
 
     test = commands.add_parser(
         "test",
@@ -134,3 +135,36 @@ def _test(args: argparse.Namespace) -> int:
         return testgen.report(testgen.run(slos, document, args.out, promtool))
     with tempfile.TemporaryDirectory(prefix="obsbox-slo-test-") as directory:
         return testgen.report(testgen.run(slos, document, Path(directory), promtool))
+
+
+def _openslo_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``import-openslo`` and ``export-openslo``: the spec to and from OpenSLO v1 (obsbox.slo.openslo)."""
+    imp = commands.add_parser(
+        "import-openslo",
+        help="write an SLO spec from OpenSLO v1 documents",
+        description="Read OpenSLO v1 documents (SLO, SLI, DataSource, AlertPolicy, AlertCondition; in one file or "
+        "many) and write the obsbox SLO spec they make. What obsbox cannot build is refused in one line.",
+    )
+    imp.add_argument("files", type=Path, nargs="+", metavar="OPENSLO_YAML")
+    imp.add_argument("--out", type=Path, metavar="SLO_YAML", help="where to write (default: standard output)")
+    imp.set_defaults(func=_import_openslo)
+    exp = commands.add_parser(
+        "export-openslo",
+        help="write an SLO spec as OpenSLO v1 documents",
+        description="Write the SLOs of a spec as OpenSLO v1 documents; what OpenSLO has no field for is kept "
+        "in obsbox.dev/ annotations, so that import-openslo reads them back unchanged.",
+    )
+    exp.add_argument("spec", type=Path, nargs="?", default=DEFAULT_SPEC, metavar="SLO_YAML")
+    exp.add_argument("--out", type=Path, metavar="OPENSLO_YAML", help="where to write (default: standard output)")
+    exp.set_defaults(func=_export_openslo)
+
+
+def _import_openslo(args: argparse.Namespace) -> int:
+    imported = openslo.load(args.files)
+    for note in imported.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return emit(args.out, openslo.spec_text(imported, args.files))
+
+
+def _export_openslo(args: argparse.Namespace) -> int:
+    return emit(args.out, openslo.dumps(openslo.export(load(args.spec))))

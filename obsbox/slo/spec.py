@@ -74,7 +74,7 @@ BASE_PERIOD_DAYS = 30  # conventions.BURN_THRESHOLDS are the SRE Workbook's fact
 PERIODS = {"28d": 28, "30d": 30}
 RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_COUNTER_SUFFIXES = ("_total", "_count", "_bucket")
+COUNTER_SUFFIXES = ("_total", "_count", "_bucket")  # what a counter's name ends in
 Problem = tuple[KeyPath, str]
 
 
@@ -251,7 +251,7 @@ class SLI:
                 continue
             error = _error(parse_selector, text)
             metric = parse_selector(text).metric if error is None else ""
-            if error is None and not metric.endswith(_COUNTER_SUFFIXES) and metric not in self.counters:
+            if error is None and not metric.endswith(COUNTER_SUFFIXES) and metric not in self.counters:
                 error = (
                     f"{metric} is not a counter (counters end in _total, _count or _bucket; "
                     "list a counter named otherwise under sli.counters)"

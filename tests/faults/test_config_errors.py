@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from obsbox.cli import main
+from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import workers
 from tests.bridge.harness import Running
 from tests.faults.ledger import Ledger, lines_of
@@ -236,23 +238,37 @@ def test_a_pipeline_without_a_processors_list_names_the_defaults_it_runs(tmp_pat
     Ledger("config").check(lines_of(out)).assert_delivered()
 
 
-def test_sizes_are_the_same_on_the_command_line_and_in_yaml(tmp_path, app_log):
+def in_process(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """``obsbox bridge ARGS`` through the CLI's own ``main`` in this process, said as a subprocess's
+    result; for runs that stop before a bridge starts (printing the config, refusing it)."""
+    try:
+        code = main(["bridge", *args])
+    except SystemExit as exc:  # argparse's exit on a bad option
+        code = exc.code
+    said = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, said.out, said.err)
+
+
+def test_sizes_are_the_same_on_the_command_line_and_in_yaml(tmp_path, app_log, capsys):
+    """In process: the same parsing, without a start-up per size (the cases above run the CLI itself)."""
+    config = tmp_path / "bridge.yaml"
     for size, expected in (("1KiB", 1024), ("2MB", 2_000_000), ("4096", 4096)):
-        result = obsbox_bridge(tmp_path, str(app_log), "--max-line-bytes", size, "--print-config")
+        result = in_process(capsys, str(app_log), "--max-line-bytes", size, "--print-config")
         assert result.returncode == 0, result.stderr
         printed = yaml.safe_load(result.stdout)["sources"]["tail"]["max_line_bytes"]
         data = pipeline(app_log, tmp_path / "out.jsonl")
         data["sources"]["tail"]["max_line_bytes"] = size
-        config = tmp_path / "bridge.yaml"
         config.write_text(yaml.safe_dump(data))
-        from_yaml = obsbox_bridge(tmp_path, "--config", str(config), "--once")
-        assert printed == expected and from_yaml.returncode == 0, from_yaml.stderr
+        from_yaml = in_process(capsys, "--config", str(config), "--print-config")  # loads it, as a run does
+        assert from_yaml.returncode == 0, from_yaml.stderr
+        loaded = bridge_config.load(config).components["sources"]["tail"].config.max_line_bytes
+        assert printed == loaded == expected
     for bad in ("1.5MiB", "-1KiB", "1 TiB", "lots"):
-        refused(obsbox_bridge(tmp_path, str(app_log), "--max-line-bytes", bad), "--max-line-bytes")
+        refused(in_process(capsys, str(app_log), "--max-line-bytes", bad), "--max-line-bytes")
         data = pipeline(app_log, tmp_path / "out.jsonl")
         data["sources"]["tail"]["max_line_bytes"] = bad
         config.write_text(yaml.safe_dump(data))
-        refused(obsbox_bridge(tmp_path, "--config", str(config)), "sources.tail.max_line_bytes: ")
+        refused(in_process(capsys, "--config", str(config)), "sources.tail.max_line_bytes: ")
 
 
 # ---------------------------------------------------------------- --workers beyond what memory holds

@@ -19,7 +19,7 @@ EXPOSITIONS = sorted((Path(__file__).parent / "expositions").glob("*.prom"))
 
 def test_there_is_one_for_each_source():
     names = {path.stem for path in EXPOSITIONS}
-    assert {"vllm", "vllm-v0", "sglang", "tgi", "litellm", "dcgm", "genai-otlp"} <= names
+    assert {"vllm", "vllm-v0", "sglang", "tgi", "litellm", "dcgm", "genai-otlp", "genai-otlp-without-suffixes"} <= names
 
 
 @pytest.mark.parametrize("path", EXPOSITIONS, ids=lambda p: p.stem)

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from obsbox import llm
 from obsbox.llm.spec import SIGNALS
 from obsbox.slo.selectors import quote
+from tests.llm.otlp_names import WITHOUT_SUFFIXES, OtelMetric, label_name, metric_name
 from tests.slo.scenarios import promtool, run_rule_tests
 
 EXPOSITIONS = Path(__file__).parent / "expositions"
@@ -41,6 +42,7 @@ FIXTURES = {
     "litellm.prom": "litellm",
     "litellm-proxy-run.prom": "litellm",
     "genai-otlp.prom": "genai",
+    "genai-otlp-without-suffixes.prom": "genai",
     "dcgm.prom": "dcgm",
 }
 NOT_IN_FIXTURE = {
@@ -151,6 +153,24 @@ def renamed(exposition: str, keep_new: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def genai_counters_only() -> str:
+    """GenAI's exposition under UnderscoreEscapingWithoutSuffixes as an instrumentation that sends the
+    token counters of semantic-conventions-genai and no token.usage histogram would leave it: the
+    counters (no _total in that strategy) hold the histogram's sums, with the model label only."""
+    exposition = text("genai-otlp-without-suffixes.prom")
+    usage = metric_name(OtelMetric("gen_ai.client.token.usage", "{token}", "histogram"), WITHOUT_SUFFIXES)
+    model, kind = (label_name(a, WITHOUT_SUFFIXES) for a in ("gen_ai.request.model", "gen_ai.token.type"))
+    lines = [line for line in exposition.splitlines() if usage not in line]
+    for token in ("input", "output"):
+        counter = OtelMetric(f"gen_ai.client.inference.usage.{token}_tokens", "{token}", "counter")
+        name = metric_name(counter, WITHOUT_SUFFIXES)
+        lines += [
+            f"# TYPE {name} counter",
+            f"{name}{{{model}={quote(MODEL)}}} {total(exposition, usage + '_sum', **{kind: token})!r}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def rules_text() -> str:
     return llm.generate(llm.DEFAULT_SOURCES)
 
@@ -162,6 +182,7 @@ REQUESTS_AND_ERRORS = [
     ("tgi.prom", "tgi", None, 1205, 2),  # the 3 rejected (err="validation") are the client's
     ("litellm.prom", "litellm", "llama-3.1-8b", 1206, 6),
     ("genai-otlp.prom", "genai", MODEL, 1203, 3),  # the server's requests; 3 with error_type
+    ("genai-otlp-without-suffixes.prom", "genai", MODEL, 1203, 3),  # the same, without _seconds
 ]
 
 
@@ -359,6 +380,20 @@ def test_other_sources_values(tmp_path):
                 # the server's TTFT (252 s over 1200), not the client's time to first chunk (192.6 s over 900)
                 near('obsbox:llm_ttft_seconds:mean5m{source="genai"}', 252 / 1200, source="genai", model=MODEL),
                 near('obsbox:llm_prompt_tokens:rate5m{source="genai"}', 1020000 / SECONDS, source="genai", model=MODEL),
+            ],
+        ),
+        case(
+            "genai-counters-only",
+            genai_counters_only(),
+            [
+                # the counters without _total, the only token series left
+                near('obsbox:llm_prompt_tokens:rate5m{source="genai"}', 1020000 / SECONDS, source="genai", model=MODEL),
+                near(
+                    'obsbox:llm_generation_tokens:rate5m{source="genai"}',
+                    total(genai, "gen_ai_client_token_usage_sum", gen_ai_token_type="output") / SECONDS,
+                    source="genai",
+                    model=MODEL,
+                ),
             ],
         ),
         case(

@@ -1,6 +1,11 @@
 """``obsbox up`` as a newcomer meets it: the default run (no --workdir, as scripts/up starts it) from a
 folder that holds a directory named obsbox, a group SIGTERM, and what the summary says in the first
-minutes, when the SLO windows hold less data than their length."""
+minutes, when the SLO windows hold less data than their length.
+
+The default run is also the end-to-end test without Docker: the untuned demo gateway and its load,
+the bridge, a real Prometheus (Debian's package) with the generated SLO rules, checked through
+Prometheus's HTTP API and the files written. One run serves both tests (a module fixture): starting
+the stack and gathering DATA_SECONDS of data is most of their cost."""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 
 from obsbox import conventions as c
@@ -25,6 +32,19 @@ from obsbox.local.live import Alert, Summary, render, warming
 from tests.shadowing import IMPORTED, obsbox_script, shadowing_folder
 
 DAY = 86400.0
+HEX32 = re.compile(r"[0-9a-f]{32}")
+# Of the untuned demo before the SLO checks are read. Every check answers from about 15 s (two scrapes
+# for the rates, one evaluation on top for the 1h ratio and the page alert), with P95 near 1 s and an
+# error ratio near 1 against thresholds of 0.3, so 20 s leaves a margin without waiting for more.
+DATA_SECONDS = 20
+SLO_CHECKS = {
+    "p95": f"histogram_quantile(0.95, sum by (le) (rate({c.REPLY_LATENCY}_bucket[1m])))",
+    "error_ratio_5m": f'{c.SLI_ERROR_RATIO.format(window="5m")}{{slo="ReplyLatency"}}',
+    "error_ratio_1h": f'{c.SLI_ERROR_RATIO.format(window="1h")}{{slo="ReplyLatency"}}',
+    "budget": f'{c.SLO_ERROR_BUDGET}{{slo="ReplyLatency"}}',
+    "burn": f'{c.SLO_CURRENT_BURN_RATE}{{slo="ReplyLatency"}}',
+    "alerts": f'ALERTS{{alertname="{c.SLO_ALERT}", slo="ReplyLatency", alertstate=~"pending|firing"}}',
+}
 
 
 class Up:
@@ -48,8 +68,11 @@ class Up:
     def out(self) -> str:
         return "".join(self.printed)
 
-    def wait_until(self, what: str, ready: Callable[[], object], seconds: float):
+    def wait_until(self, what: str, ready: Callable[[], object], seconds: float, *, required: bool = True):
+        """``ready()``'s first truthy value, polled every second; when ``seconds`` run out, a failure
+        naming ``what``, or its last value if not ``required``."""
         deadline = time.monotonic() + seconds
+        value = None
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.reader.join(10)
@@ -57,7 +80,9 @@ class Up:
             if value := ready():
                 return value
             time.sleep(1)
-        pytest.fail(f"no {what} after {seconds:.0f} s:\n{self.out}")
+        if required:
+            pytest.fail(f"no {what} after {seconds:.0f} s:\n{self.out}")
+        return value
 
     def stop_group(self) -> str:
         """SIGTERM to the whole group (`timeout`, `kill -- -PGID`); everything it printed."""
@@ -82,17 +107,40 @@ def test_a_group_sigterm_stops_the_local_mode_and_exits_0(tmp_path):
     assert stat.S_IMODE(work.stat().st_mode) == 0o700, "the outputs are for their owner only"
 
 
-@pytest.mark.slow
-def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_path):
-    """Run as scripts/up runs it: the relative default out/local, from a folder with an obsbox/ directory;
-    promtool accepts the config it writes, and the burn rate shows in its first minute, marked as young."""
+@dataclass
+class DefaultRun:
+    """What the default ``obsbox up`` showed while it ran, and once a group SIGTERM stopped it."""
+
+    folder: Path
+    prometheus: str  # its URL, from the first line printed
+    rate: float  # the first SLO burn rate Prometheus answered
+    slo: dict[str, list]  # SLO_CHECKS' answers after DATA_SECONDS of data (an empty list: none by then)
+    exemplar_trace_ids: list[str]
+    scraped: set[str]
+    check: subprocess.CompletedProcess  # promtool check config on the Prometheus config it wrote
+    out: str
+    returncode: int
+
+
+def slo_answers(api: Prometheus) -> dict[str, list]:
+    try:
+        return {name: api.query(expr) for name, expr in SLO_CHECKS.items()}
+    except PrometheusError:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory) -> DefaultRun:
+    """Run as scripts/up runs it: the relative default out/local, from a folder with an obsbox/ directory,
+    until the summary showed the burn and the backend and Prometheus held DATA_SECONDS of data."""
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
             pytest.fail(f"{tool} is missing: scripts/test installs Debian's prometheus package")
-    folder = shadowing_folder(tmp_path)
+    folder = shadowing_folder(tmp_path_factory.mktemp("default-run"))
     up = Up(folder)
     try:
         first = up.wait_until("first line", lambda: up.printed[:1], 30)[0]
+        started = time.monotonic()
         match = re.search(r"Prometheus (http://127\.0\.0\.1:\d+)", first)
         assert match, f"obsbox up did not start a Prometheus: {first}"
         api = Prometheus(match.group(1))
@@ -108,6 +156,15 @@ def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_p
         up.wait_until("burn rate in the summary", lambda: young.search(up.out), 30)
         backend = re.compile(r"ttft \d+\.\d  queue \d+\.\d  prefill \d+\.\d  decode \d+\.\d  prefix-cache hits \d+%")
         up.wait_until("the backend's vLLM breakdown in the summary", lambda: backend.search(up.out), 30)
+
+        def slo_with_data():
+            answers = slo_answers(api)
+            held = time.monotonic() - started >= DATA_SECONDS
+            return answers if held and answers and all(answers.values()) else None
+
+        slo = up.wait_until("every SLO check", slo_with_data, 100, required=False) or slo_answers(api)
+        now = time.time()
+        exemplars = api.query_exemplars(f"{c.REPLY_LATENCY}_bucket", now - 120, now)
         scraped = {s.labels["job"] for s in api.query("up == 1")}
         config = folder / "out" / "local" / "prometheus" / "prometheus.yml"
         check = subprocess.run(
@@ -115,15 +172,63 @@ def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(tmp_p
         )
     finally:
         out = up.stop_group()
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 2 rule files found" in check.stdout  # the SLO rules and the LLM rules
-    assert scraped == {"gateway", "vllm", "obsbox-bridge"}, scraped
-    assert rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {rate}"
-    assert IMPORTED not in out and up.proc.returncode == 0, out
+    return DefaultRun(
+        folder,
+        match.group(1),
+        rate,
+        slo,
+        [labels.get("trace_id", "") for labels in exemplars],
+        scraped,
+        check,
+        out,
+        up.proc.returncode,
+    )
+
+
+@pytest.mark.slow
+def test_the_default_run_shows_the_slo_burn_from_its_own_prometheus_config(default_run):
+    """promtool accepts the config it writes, and the burn rate shows in its first minute, marked as young."""
+    run = default_run
+    assert run.check.returncode == 0, run.check.stdout + run.check.stderr
+    assert "SUCCESS: 2 rule files found" in run.check.stdout  # the SLO rules and the LLM rules
+    assert run.scraped == {"gateway", "vllm", "obsbox-bridge"}, run.scraped
+    assert run.rate > 1, f"the untuned gateway burns its reply-latency budget faster than 1x, not {run.rate}"
+    assert IMPORTED not in run.out and run.returncode == 0, run.out
     obsbox = obsbox_script()  # not under the working directory: named by its full path
-    assert f"next steps (from {folder}, where the paths below start)" in out, out
-    assert f"{obsbox} bridge '/path/to/your/logs/*.json' --to file:out/local/yours.jsonl" in out, out
-    assert f"{obsbox} report --prometheus {match.group(1)} --last 15m --out out/local/report.html" in out, out
+    assert f"next steps (from {run.folder}, where the paths below start)" in run.out, run.out
+    assert f"{obsbox} bridge '/path/to/your/logs/*.json' --to file:out/local/yours.jsonl" in run.out, run.out
+    assert f"{obsbox} report --prometheus {run.prometheus} --last 15m --out out/local/report.html" in run.out
+
+
+@pytest.mark.slow
+def test_untuned_gateway_burns_the_reply_latency_budget(default_run):
+    """End to end: the SLO series, the page alert and exemplars in Prometheus; the bridge's output and
+    spans in the files written."""
+    values = default_run.slo
+    missing = [name for name, series in values.items() if not series] or (["all"] if not values else [])
+    assert not missing, f"no value for {missing} after {DATA_SECONDS} s of data:\n{default_run.out}"
+    p95 = values["p95"][0].finite[-1]
+    error_ratio = values["error_ratio_5m"][0].finite[-1]
+    assert p95 > 0.3, f"P95 reply latency {p95:.3f} s is not above the 300 ms objective"
+    assert error_ratio > 0.3 and values["budget"][0].finite[-1] == pytest.approx(0.05)
+    assert values["burn"][0].finite[-1] == pytest.approx(error_ratio / 0.05, rel=0.05)
+    states = {(s.labels["severity"], s.labels["alertstate"]) for s in values["alerts"]}
+    assert any(severity == "page" for severity, _ in states), states
+    trace_ids = default_run.exemplar_trace_ids
+    assert trace_ids and all(HEX32.fullmatch(t) for t in trace_ids), trace_ids[:5]
+    print(
+        f"\nP95 {p95 * 1000:.0f} ms, error ratio {error_ratio:.2f}, burn {error_ratio / 0.05:.1f}x, "
+        f"alerts {sorted(states)}, {len(trace_ids)} exemplars with trace IDs"
+    )
+    work = default_run.folder / "out" / "local"
+    enriched = [orjson.loads(line) for line in (work / "enriched.jsonl").read_bytes().splitlines()]
+    assert enriched and all(e["trace_id"] == e["ActivityId"].replace("-", "") for e in enriched)
+    spans = [orjson.loads(line) for line in (work / "spans.jsonl").read_bytes().splitlines()]
+    server_spans = {s["span_id"] for s in spans if s["service"] == "gateway" and s["parent_span_id"] is None}
+    from_logs = [s for s in spans if s["service"] == "gateway-from-logs" and s["attributes"].get("http.route")]
+    assert from_logs, "the bridge sent no spans derived from the legacy logs"
+    linked = [s for s in from_logs if s["parent_span_id"] in server_spans]
+    assert len(linked) >= 0.9 * len(from_logs), "spans from logs hang under the gateway's own server spans"
 
 
 def test_the_next_steps_name_the_environment_s_obsbox_script_from_the_checkout(monkeypatch):

@@ -1,0 +1,524 @@
+"""OpenSLO v1 in and out: obsbox's SLOs written as OpenSLO documents, and OpenSLO documents read as SLOs.
+
+Out: each SLO is an OpenSLO ``SLO`` with its SLI inline: a latency SLI is a ``thresholdMetric`` on the
+histogram (``op: lte``, the threshold as ``value``), an availability SLI a ``ratioMetric`` of counters;
+a rolling ``timeWindow``, ``Occurrences`` budgeting, and ``alertPolicies`` naming one ``AlertPolicy``
+per burn-rate condition obsbox alerts on, each sent to one ``AlertNotificationTarget`` (Alertmanager).
+What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, ...) is kept in
+``metadata.annotations`` under ``obsbox.dev/``, so an export reads back as the same SLOs.
+
+In: ``SLO`` documents with their SLI inline or by ``indicatorRef``, Prometheus metric sources (inline
+or a ``DataSource`` by ``metricSourceRef``), and alert policies whose burn-rate conditions are ones
+obsbox alerts on. Anything else is refused in one line naming the file, line, document and key.
+Documents no SLO refers to are checked for their apiVersion and kind only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
+from obsbox.durations import parse_duration
+from obsbox.slo.rules import dump
+from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
+from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, known_histograms
+
+API_VERSION = "openslo/v1"
+PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
+NOTIFICATION_TARGET = "obsbox-alertmanager"
+KINDS = ("SLO", "SLI", "DataSource", "AlertPolicy", "AlertCondition", "AlertNotificationTarget", "Service")
+WINDOWS = {**{window: window for window in PERIODS}, "4w": "28d"}  # OpenSLO duration -> obsbox period
+THRESHOLD_OPS = ("lte", "lt")  # a latency SLI counts the requests at or under its threshold
+BURN_OPS = ("gte", "gt")  # obsbox alerts when the burn rate reaches the condition's factor
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.name (RFC 1123, as the Go SDK checks)
+_LABEL_VALUE = re.compile(r"[a-z0-9A-Z][a-z0-9A-Z._-]{0,61}[a-z0-9A-Z]?")  # the v1 schema's label values
+_SUM = re.compile(r"\s*sum\s*\((.*)\)\s*", re.DOTALL)
+DESCRIPTION_MAX = 1050
+LATENCY_ANNOTATIONS = ("histogram", "off-bucket", "buckets", "older-names")  # the spec's keys, '_' as '-'
+JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels"}  # lists and mappings, as JSON
+
+
+# --- out ----------------------------------------------------------------------------------------
+
+
+def export(slos: Sequence[SLO]) -> list[dict[str, Any]]:
+    """The OpenSLO v1 documents for ``slos``: their SLO documents, then the alert policies they name and
+    the notification target those send to."""
+    names: dict[str, str] = {}
+    for slo in slos:
+        name = openslo_name(slo.name)
+        if name in names:
+            raise ConfigError(f"becomes the OpenSLO name {name!r}, as {names[name]} does", source=f"SLO {slo.name}")
+        names[name] = slo.name
+    policies = {_policy_name(slo, c): _policy(slo, c) for slo in slos for c in slo.burn_conditions()}
+    target = _document(
+        "AlertNotificationTarget",
+        {"name": NOTIFICATION_TARGET},
+        {
+            "description": "Prometheus sends the burn-rate alerts to Alertmanager, labelled with severity, slo, "
+            "service, long_window and short_window; route them on those labels.",
+            "target": "alertmanager",
+        },
+    )
+    return [*(_slo_document(slo) for slo in slos), *policies.values(), target]
+
+
+def dumps(documents: Sequence[Mapping[str, Any]]) -> str:
+    """OpenSLO documents as one YAML stream, ``---`` between them."""
+    return "---\n".join(dump(dict(document)) for document in documents)
+
+
+def openslo_name(name: str) -> str:
+    """An obsbox name as an OpenSLO ``metadata.name`` (an RFC 1123 label): ReplyLatency -> reply-latency."""
+    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower().replace("_", "-")
+    if not _DNS_LABEL.fullmatch(slug):
+        raise ConfigError(f"{slug!r} is not an OpenSLO name (lowercase, digits and '-', at most 63)", source=name)
+    return slug
+
+
+def _document(kind: str, metadata: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _metadata(name: str, annotations: Mapping[str, str], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if labels:
+        out["labels"] = dict(labels)
+    if annotations:
+        out["annotations"] = {PREFIX + key: value for key, value in annotations.items()}
+    return out
+
+
+def _slo_document(slo: SLO) -> dict[str, Any]:
+    name = openslo_name(slo.name)
+    annotations: dict[str, str] = {}
+    if name != slo.name:
+        annotations["name"] = slo.name
+    labels = slo.labels
+    if not all(_LABEL_VALUE.fullmatch(value) for value in labels.values()):
+        annotations["labels"], labels = json.dumps(labels), {}
+    annotations["runbook"] = slo.runbook
+    if slo.runbook_url:
+        annotations["runbook-url"] = slo.runbook_url
+    service = str(slo.service)
+    if not _DNS_LABEL.fullmatch(service):
+        annotations["service"], service = service, openslo_name(service)
+    if len(slo.description) > DESCRIPTION_MAX:
+        raise ConfigError(f"is longer than OpenSLO's {DESCRIPTION_MAX} characters", source=slo.name, key="description")
+    sli, sli_annotations, objective = _indicator(slo)
+    spec: dict[str, Any] = {"description": slo.description} if slo.description else {}
+    spec |= {
+        "service": service,
+        "indicator": {"metadata": _metadata(name, sli_annotations), "spec": sli},
+        "timeWindow": [{"duration": slo.window, "isRolling": True}],
+        "budgetingMethod": "Occurrences",
+        "objectives": [{**objective, "target": slo.objective}],
+        "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()],
+    }
+    return _document("SLO", _metadata(name, annotations, labels), spec)
+
+
+def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+    """The SLI's spec, the annotations that keep what OpenSLO cannot say, and the objective's op/value."""
+    sli, annotations = slo.sli, dict[str, str]()
+    if sli.kind == "latency":
+        query = Selector(str(sli.metric), slo.matchers)
+        if sli.histogram != "classic":
+            annotations["histogram"] = sli.histogram
+        if sli.off_bucket != "refuse":
+            annotations["off-bucket"] = sli.off_bucket
+        if sli.buckets is not None:
+            annotations["buckets"] = json.dumps(sli.buckets)
+        if sli.older_names:
+            annotations["older-names"] = json.dumps(sli.older_names)
+        metric = {"thresholdMetric": _metric_source(query)}
+        return metric, annotations, {"op": "lte", "value": sli.threshold}
+    if slo.filters:
+        annotations["filters"] = json.dumps(slo.filters)
+    if sli.counters:
+        annotations["counters"] = json.dumps(sli.counters)
+    ratio: dict[str, Any] = {"counter": True}
+    for key in ("good", "bad", "total"):
+        text = getattr(sli, key)
+        if text is not None:
+            ratio[key] = _metric_source(parse_selector(text).where(*slo.matchers))
+    return {"ratioMetric": ratio}, annotations, {}
+
+
+def _metric_source(query: Selector) -> dict[str, Any]:
+    return {"metricSource": {"type": "Prometheus", "spec": {"query": str(query)}}}
+
+
+def _policy_name(slo: SLO, condition: BurnCondition) -> str:
+    return f"obsbox-{condition.severity}-{condition.long_window}-{condition.short_window}-{slo.window}"
+
+
+def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
+    name = _policy_name(slo, c)
+    what = f"burn rate >= {c.factor:g} over {c.long_window} and {c.short_window}"
+    condition = {
+        "kind": "burnrate",
+        "op": "gte",
+        "threshold": c.factor,
+        "lookbackWindow": c.long_window,
+        "alertAfter": c.short_window,
+    }
+    return _document(
+        "AlertPolicy",
+        {"name": name, "displayName": f"{c.severity}: {what}"},
+        {
+            "description": f"obsbox's {c.severity} alert for SLOs over {slo.window}: the {what} (the error ratio "
+            f"over both windows at least {c.factor:g} times the error budget). alertAfter is the short window.",
+            "alertWhenBreaching": True,
+            "alertWhenResolved": False,
+            "alertWhenNoData": False,
+            "conditions": [
+                {
+                    "kind": "AlertCondition",
+                    "metadata": {"name": name},
+                    "spec": {"severity": c.severity, "condition": condition},
+                }
+            ],
+            "notificationTargets": [{"targetRef": NOTIFICATION_TARGET}],
+        },
+    )
+
+
+# --- in -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """An OpenSLO object (a document, or one inlined in it), located for error messages."""
+
+    data: Any
+    doc: Document
+    label: str  # the document it is in: "SLO search-slo"
+    root: KeyPath = ()  # where that document is in its YAML document (in a list of objects: its index)
+    at: KeyPath = ()  # where this object is in that document
+
+    @property
+    def name(self) -> str:
+        return str(self.get("metadata", "name"))
+
+    def get(self, *keys: str | int) -> Any:
+        value = self.data
+        for key in keys:
+            in_list = isinstance(value, list) and isinstance(key, int) and key < len(value)
+            if not (in_list or (isinstance(value, dict) and key in value)):
+                return None
+            value = value[key]
+        return value
+
+    def child(self, *keys: str | int) -> Node:
+        return Node(self.get(*keys), self.doc, self.label, self.root, (*self.at, *keys))
+
+    def error(self, keys: KeyPath, message: str) -> ConfigError:
+        line = self.doc.error((*self.root, *self.at, *keys), message).line
+        return ConfigError(message, source=self.doc.source, line=line, key=f"{self.label}: {dotted((*self.at, *keys))}")
+
+    def annotations(self) -> dict[str, Any]:
+        """The object's ``obsbox.dev/`` annotations, without the prefix, JSON ones decoded."""
+        found = self.get("metadata", "annotations") or {}
+        out: dict[str, Any] = {}
+        for key, value in found.items():
+            if key.startswith(PREFIX):
+                name = key[len(PREFIX) :]
+                try:
+                    out[name] = json.loads(value) if name in JSON_ANNOTATIONS else str(value)
+                except (json.JSONDecodeError, TypeError):
+                    raise self.error(("metadata", "annotations", key), "is not JSON") from None
+        return out
+
+
+@dataclass
+class Imported:
+    """The SLOs read, as spec entries (what ``spec_text`` writes) and validated; and what the reader
+    should know about them (an SLO that came without a runbook)."""
+
+    entries: list[dict[str, Any]] = field(default_factory=list)
+    slos: list[SLO] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def load(paths: Sequence[str | Path]) -> Imported:
+    """The SLOs of the OpenSLO v1 documents in ``paths``, validated as obsbox validates a spec."""
+    index: dict[tuple[str, str], Node] = {}
+    for node in documents(paths):
+        first = index.setdefault((node.data["kind"], node.name), node)
+        if first is not node:
+            raise node.error(("metadata", "name"), f"a second {node.label}; the first is in {first.doc.source}")
+    imported = Imported()
+    histograms = known_histograms()
+    names: dict[str, Node] = {}
+    for (kind, _), node in index.items():
+        if kind != "SLO":
+            continue
+        entry = _slo(node, index, imported.notes)
+        slo = _validated(node, entry, histograms)
+        if slo.name in names:
+            raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
+        names[slo.name] = node
+        _check_alert_policies(node, slo, index)
+        imported.entries.append(entry)
+        imported.slos.append(slo)
+    if not imported.slos:
+        raise ConfigError("no SLO documents (kind: SLO) to import", source=", ".join(map(str, paths)))
+    return imported
+
+
+def documents(paths: Sequence[str | Path]) -> Iterator[Node]:
+    """Every OpenSLO object in ``paths``: ``---``-separated documents, each one object or a list of them."""
+    for path in paths:
+        for doc in load_yaml_all(path):
+            items = enumerate(doc.data) if isinstance(doc.data, list) else [(None, doc.data)]
+            for i, data in items:
+                root: KeyPath = () if i is None else (i,)
+                node = Node(data, doc, "document", root)
+                if not isinstance(data, dict) or not isinstance(node.get("metadata", "name"), str):
+                    raise node.error((), "is not an OpenSLO object (apiVersion, kind, metadata.name, spec)")
+                node = Node(data, doc, f"{data.get('kind')} {node.name}", root)
+                if data.get("apiVersion") != API_VERSION:
+                    raise node.error(("apiVersion",), f"{data.get('apiVersion')!r}: only {API_VERSION} is read")
+                if data.get("kind") not in KINDS:
+                    raise node.error(("kind",), f"{data.get('kind')!r} is not an OpenSLO v1 kind ({', '.join(KINDS)})")
+                yield node
+
+
+def _validated(node: Node, entry: dict[str, Any], histograms: Mapping[str, Sequence[float]]) -> SLO:
+    """The spec entry as the SLO ``obsbox slo check`` would make of it; refused in one line on the SLO."""
+    try:
+        slo = build(SLO, entry, Document(entry, node.doc.source))
+    except ConfigError as exc:
+        raise node.error(
+            ("metadata", "annotations"), f"obsbox refuses the SLO it makes: {exc.key}: {exc.message}"
+        ) from None
+    slo.sli.resolve(histograms)
+    for key, message in slo.problems(histograms):
+        hint = f" (say so with the SLI's annotation {PREFIX}buckets)" if key == ("sli", "metric") else ""
+        raise node.error(("spec",), f"obsbox refuses the SLO it makes: {dotted(key)}: {message}{hint}")
+    return slo
+
+
+def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) -> dict[str, Any]:
+    """The obsbox spec entry of an OpenSLO SLO document."""
+    spec = node.child("spec")
+    budgeting = spec.get("budgetingMethod") or "Occurrences"
+    if budgeting != "Occurrences":
+        raise spec.error(
+            ("budgetingMethod",), f"{budgeting}: obsbox counts events (Occurrences); time slices are not supported"
+        )
+    objectives = spec.get("objectives") or []
+    if len(objectives) != 1:
+        raise spec.error(("objectives",), f"{len(objectives)} objectives: an obsbox SLO has one; write one SLO each")
+    objective = spec.child("objectives", 0)
+    if objective.get("indicator") is not None or objective.get("indicatorRef") is not None:
+        raise objective.error((), "a composite SLO: obsbox reads one SLI per SLO")
+    annotations = node.annotations()
+    entry: dict[str, Any] = {"name": annotations.get("name", node.name)}
+    entry["service"] = annotations.get("service", spec.get("service"))
+    if description := spec.get("description") or node.get("metadata", "displayName"):
+        entry["description"] = description
+    entry["objective"] = _target(objective)
+    entry["window"] = _window(spec)
+    indicator = _ref(spec, ("indicator",), ("indicatorRef",), "SLI", index)
+    entry["sli"], filters = _sli(indicator, objective, index)
+    if filters:
+        entry["filters"] = filters
+    if labels := _labels(node, annotations):
+        entry["labels"] = labels
+    if "runbook" not in annotations:
+        notes.append(f"{node.doc.source}: {node.label} has no runbook (annotation {PREFIX}runbook); write one")
+    entry["runbook"] = annotations.get(
+        "runbook", f"The OpenSLO SLO {node.name} came without a runbook: say here what to do when it burns."
+    )
+    if "runbook-url" in annotations:
+        entry["runbook_url"] = annotations["runbook-url"]
+    return entry
+
+
+def _ref(node: Node, inline: KeyPath, ref: KeyPath, kind: str, index: Mapping[tuple[str, str], Node]) -> Node:
+    """The object at ``inline`` in ``node``, or the document of ``kind`` that ``ref`` names (a bare name
+    at ``inline`` is a reference too, as the v1 JSON schema writes alertPolicies)."""
+    value = node.get(*inline)
+    name, at = (value, inline) if isinstance(value, str) else (node.get(*ref), ref)
+    if name is None:
+        if not isinstance(value, dict):
+            raise node.error(inline, f"needs an inline {kind} or a reference to one ({dotted(ref)})")
+        return node.child(*inline)
+    found = index.get((kind, str(name)))
+    if found is None:
+        raise node.error(at, f"no {kind} named {name!r} in the documents read")
+    return found
+
+
+def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> tuple[dict[str, Any], list[str]]:
+    """The spec's ``sli`` of an OpenSLO SLI (inline or a document), and the SLO's filters."""
+    annotations = node.annotations()
+    spec = node.child("spec")
+    if spec.get("thresholdMetric") is not None:
+        op, value = objective.get("op"), objective.get("value")
+        if op not in THRESHOLD_OPS or not isinstance(value, int | float) or isinstance(value, bool):
+            raise objective.error(
+                ("op",),
+                f"op {op} value {value}: obsbox's threshold SLIs count the events at or under a value (op lte "
+                "or lt, and a value)",
+            )
+        query = _query(spec.child("thresholdMetric", "metricSource"), index, summed=False)
+        sli: dict[str, Any] = {"kind": "latency", "metric": query.metric, "threshold": value}
+        sli |= {key.replace("-", "_"): annotations[key] for key in LATENCY_ANNOTATIONS if key in annotations}
+        return sli, [str(m) for m in query.matchers]
+    ratio = spec.get("ratioMetric")
+    if not isinstance(ratio, dict):
+        raise spec.error((), "needs a thresholdMetric or a ratioMetric")
+    if objective.get("value") is not None:
+        raise objective.error(("value",), "belongs to a threshold SLI; a ratio SLI's objective is its target")
+    if "raw" in ratio:
+        raise spec.error(("ratioMetric", "raw"), "a precomputed ratio: obsbox counts good/bad and total events")
+    if ratio.get("counter") is False:
+        raise spec.error(("ratioMetric", "counter"), "false (gauges): obsbox's ratio SLIs read counters")
+    queries = {
+        key: _query(spec.child("ratioMetric", key, "metricSource"), index, summed=True)
+        for key in ("good", "bad", "total")
+        if key in ratio
+    }
+    filters = _common_filters(queries.values(), annotations.get("filters", []))
+    cut = len(filters)
+    sli = {"kind": "availability"}
+    sli |= {key: str(Selector(q.metric, q.matchers[: len(q.matchers) - cut])) for key, q in queries.items()}
+    counters = annotations.get(
+        "counters", [q.metric for q in queries.values() if not q.metric.endswith(COUNTER_SUFFIXES)]
+    )
+    if counters:
+        sli["counters"] = list(dict.fromkeys(counters))
+    return sli, [str(m) for m in filters]
+
+
+def _common_filters(queries: Iterable[Selector], filters: Sequence[str]) -> list[Matcher]:
+    """The ``filters`` annotation's matchers when every query ends with them (as an export writes them),
+    else none: the queries are what a foreign tool reads and edits, so they win."""
+    try:
+        matchers = [parse_matcher(text) for text in filters]
+    except (ValueError, TypeError):
+        return []
+    tail = len(matchers)
+    if tail and all(len(q.matchers) >= tail and list(q.matchers[-tail:]) == matchers for q in queries):
+        return matchers
+    return []
+
+
+def _query(source: Node, index: Mapping[tuple[str, str], Node], summed: bool) -> Selector:
+    """The series selector of a Prometheus metric source; ``summed`` also takes ``sum(selector)``."""
+    kind = source.get("type")
+    ref = source.get("metricSourceRef")
+    if kind is None and ref is not None:
+        found = index.get(("DataSource", str(ref)))
+        if found is None:
+            raise source.error(("metricSourceRef",), f"no DataSource named {ref!r} in the documents read")
+        kind = found.get("spec", "type")
+    if str(kind).lower() != "prometheus":
+        raise source.error(("type",), f"{kind}: obsbox builds Prometheus rules and reads only Prometheus sources")
+    query = source.get("spec", "query")
+    if not isinstance(query, str):
+        raise source.error(("spec",), "needs 'query', a PromQL series selector")
+    inner = _SUM.fullmatch(query)
+    try:
+        return parse_selector(inner.group(1) if summed and inner else query)
+    except ValueError:
+        allowed = "a series selector or sum(selector)" if summed else "a histogram's series selector"
+        raise source.error(
+            ("spec", "query"), f"{query.strip()!r} is not {allowed}; obsbox writes the rate() and windows itself"
+        ) from None
+
+
+def _target(objective: Node) -> float:
+    target, percent = objective.get("target"), objective.get("targetPercent")
+    if isinstance(target, int | float) and not isinstance(target, bool):
+        return float(target)
+    if isinstance(percent, int | float) and not isinstance(percent, bool):
+        return float(percent) / 100
+    raise objective.error(("target",), "needs a target (or targetPercent)")
+
+
+def _window(spec: Node) -> str:
+    if not spec.get("timeWindow"):
+        return "30d"
+    window = spec.child("timeWindow", 0)
+    if window.get("calendar") is not None or window.get("isRolling") is False:
+        raise window.error((), "a calendar-aligned window: obsbox's windows roll (isRolling: true)")
+    duration = window.get("duration")
+    if duration not in WINDOWS:
+        raise window.error(("duration",), f"{duration}: obsbox's periods are {', '.join(WINDOWS)} (rolling)")
+    return WINDOWS[duration]
+
+
+def _labels(node: Node, annotations: Mapping[str, Any]) -> dict[str, str]:
+    """The SLO's alert labels: the ``labels`` annotation, else OpenSLO's (a list of values joined with ',')."""
+    found = annotations.get("labels")
+    if not isinstance(found, dict):
+        found = {
+            key: ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            for key, value in (node.get("metadata", "labels") or {}).items()
+        }
+    for key in found:
+        if key in RESERVED_LABELS or not LABEL_NAME.fullmatch(str(key)):
+            raise node.error(("metadata", "labels", key), "is not a label name obsbox can add to its alerts")
+    return {str(key): str(value) for key, value in found.items()}
+
+
+def _check_alert_policies(node: Node, slo: SLO, index: Mapping[tuple[str, str], Node]) -> None:
+    """Refuse an alert policy of the SLO whose conditions are not burn-rate alerts obsbox writes."""
+    spec = node.child("spec")
+    for i in range(len(spec.get("alertPolicies") or [])):
+        policy = _ref(spec, ("alertPolicies", i), ("alertPolicies", i, "alertPolicyRef"), "AlertPolicy", index)
+        for j in range(len(policy.get("spec", "conditions") or [])):
+            where = ("spec", "conditions", j)
+            _burn_condition(_ref(policy, where, (*where, "conditionRef"), "AlertCondition", index), slo)
+
+
+def _burn_condition(node: Node, slo: SLO) -> None:
+    condition = node.child("spec", "condition")
+    kind, op, factor = condition.get("kind") or "burnrate", condition.get("op"), condition.get("threshold")
+    lookback, after, severity = (
+        condition.get("lookbackWindow"),
+        condition.get("alertAfter"),
+        node.get("spec", "severity"),
+    )
+    for c in slo.burn_conditions():
+        if (
+            kind == "burnrate"
+            and op in BURN_OPS
+            and isinstance(factor, int | float)
+            and math.isclose(factor, c.factor, rel_tol=1e-9)
+            and _same_duration(lookback, c.long_window)
+            and _same_duration(after, c.short_window)
+            and severity == c.severity
+        ):
+            return
+    known = ", ".join(
+        f"{c.severity} gte {c.factor:g} over {c.long_window} alertAfter {c.short_window}" for c in slo.burn_conditions()
+    )
+    raise condition.error(
+        (),
+        f"{severity} {kind} {op} {factor} over {lookback} alertAfter {after} is not a burn-rate alert obsbox "
+        f"writes; for a {slo.window} SLO it writes these four: {known}",
+    )
+
+
+def _same_duration(value: Any, window: str) -> bool:
+    try:
+        return parse_duration(str(value)) == parse_duration(window)
+    except ValueError:
+        return False
+
+
+def spec_text(imported: Imported, sources: Sequence[str | Path]) -> str:
+    """The imported SLOs as an obsbox SLO spec (YAML)."""
+    header = f"# Imported by `obsbox slo import-openslo` from {', '.join(map(str, sources))}.\n"
+    return header + dump({"slos": imported.entries})

@@ -1,0 +1,267 @@
+"""OpenSLO v1 in and out: every shipped spec round-trips, exports validate against OpenSLO's v1 JSON
+schema, and the OpenSLO project's own v1 examples import or are refused in one line (testdata/openslo/
+names their sources)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import referencing
+import yaml
+
+from obsbox.cli import main
+from obsbox.config import ConfigError
+from obsbox.slo import openslo
+from obsbox.slo.rules import render, rules
+from obsbox.slo.spec import DEFAULT_SPEC, load, loads
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTDATA = Path(__file__).parent / "testdata"
+OPENSLO = TESTDATA / "openslo"
+SHIPPED = [
+    ROOT / "compose" / "slo.yaml",
+    ROOT / "compose" / "slo-llm.yaml",
+    DEFAULT_SPEC,
+    *sorted(TESTDATA.glob("*.yaml")),
+]
+
+
+@pytest.fixture(scope="module")
+def schema() -> jsonschema.Draft7Validator:
+    """OpenSLO's v1 JSON schema, its parts found by their $id, as the project's own schema test loads them."""
+    parts = [json.loads(p.read_text()) for p in sorted((OPENSLO / "schema" / "v1").rglob("*.json"))]
+    registry = referencing.Registry().with_resources(
+        (part["$id"], referencing.Resource.from_contents(part)) for part in parts
+    )
+    root = next(part for part in parts if part["$id"].endswith("/openslo.schema.json"))
+    jsonschema.Draft7Validator.check_schema(root)
+    return jsonschema.Draft7Validator(root, registry=registry)
+
+
+def schema_form(document: dict[str, Any]) -> dict[str, Any]:
+    """An SLO's alertPolicies as the v1 JSON schema writes them (names): the schema predates the spec
+    text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes."""
+    out = copy.deepcopy(document)
+    if out["kind"] == "SLO":
+        out["spec"]["alertPolicies"] = [ref["alertPolicyRef"] for ref in out["spec"].get("alertPolicies", [])]
+    return out
+
+
+def round_trip(spec: Path, tmp_path: Path) -> tuple[str, str]:
+    """``spec`` exported to OpenSLO and imported back: the spec text written, and the OpenSLO text."""
+    exported = openslo.dumps(openslo.export(load(spec)))
+    (tmp_path / "exported.yaml").write_text(exported)
+    return openslo.spec_text(openslo.load([tmp_path / "exported.yaml"]), ["exported.yaml"]), exported
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=lambda p: p.name if p != DEFAULT_SPEC else "obsbox/slo/slo.yaml")
+def test_every_shipped_spec_round_trips_to_the_same_slos_and_rules(spec: Path, tmp_path: Path, schema):
+    text, exported = round_trip(spec, tmp_path)
+    original, back = load(spec), loads(text)
+    assert back == original
+    assert render(rules(back), "spec", back) == render(rules(original), "spec", original)
+    documents = list(yaml.safe_load_all(exported))
+    errors = [
+        f"{d['kind']} {d['metadata']['name']}: {e.message}"
+        for d in documents
+        for e in schema.iter_errors(schema_form(d))
+    ]
+    assert errors == []
+    assert {d["kind"] for d in documents} == {"SLO", "AlertPolicy", "AlertNotificationTarget"}
+
+
+def test_the_schema_finds_what_it_should(schema):
+    """The schema as loaded is not a pass-all: an export with a calendar window lacking its calendar fails."""
+    (document, *_) = openslo.export(load(TESTDATA / "features.slo.yaml"))
+    assert not list(schema.iter_errors(schema_form(document)))
+    broken = schema_form(document)
+    broken["spec"]["timeWindow"][0]["isRolling"] = False
+    assert [e.message for e in schema.iter_errors(broken)]
+
+
+def test_the_export_keeps_in_annotations_what_openslo_cannot_say():
+    by_name = {d["metadata"]["name"]: d for d in openslo.export(load(ROOT / "compose" / "slo-llm.yaml"))}
+    ttft = by_name["vllm-ttft"]
+    indicator = ttft["spec"]["indicator"]
+    assert indicator["spec"]["thresholdMetric"]["metricSource"]["spec"]["query"] == "vllm:time_to_first_token_seconds"
+    assert ttft["spec"]["objectives"] == [{"op": "lte", "value": 0.45, "target": 0.99}]
+    notes = indicator["metadata"]["annotations"]
+    assert notes["obsbox.dev/off-bucket"] == "interpolate"
+    assert json.loads(notes["obsbox.dev/older-names"]) == ["vllm_time_to_first_token_seconds"]
+    assert json.loads(notes["obsbox.dev/buckets"])[:3] == [0.001, 0.005, 0.01]
+    assert ttft["metadata"]["annotations"]["obsbox.dev/runbook"].startswith("Read the queue and prefill panels")
+    seed = {d["metadata"]["name"]: d for d in openslo.export(load(DEFAULT_SPEC))}
+    assert seed["reply-latency"]["metadata"]["annotations"]["obsbox.dev/name"] == "ReplyLatency"
+    assert seed["availability"]["spec"]["indicator"]["spec"]["ratioMetric"]["bad"] == {
+        "metricSource": {
+            "type": "Prometheus",
+            "spec": {"query": 'gateway_request_duration_seconds_count{status_code=~"5.."}'},
+        }
+    }
+
+
+def probe(tmp_path: Path, reference: str) -> Path:
+    """An SLO document that refers to an example's SLI or alert policy, so that it is read as an SLO reads it."""
+    path = tmp_path / "probe.yaml"
+    path.write_text(
+        "apiVersion: openslo/v1\nkind: SLO\nmetadata: {name: probe}\nspec:\n  service: probe\n"
+        f"  budgetingMethod: Occurrences\n  {reference}\n"
+    )
+    return path
+
+
+# Every SLO, SLI and alert policy of the project's v1 examples, and what obsbox makes of it.
+SLI_OBJECTIVE = {
+    "ratio": "objectives: [{target: 0.99}]",
+    "threshold": "objectives: [{op: lte, value: 0.5, target: 0.99}]",
+}
+EXAMPLES = {
+    # OpenSLO/OpenSLO examples/ (README: "Examples")
+    ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "timeWindow[0].duration: 2w: obsbox's periods are",
+    ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "budgetingMethod: RatioTimeslices",
+    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
+    ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
+    # OpenSLO/go-sdk pkg/openslo/v1/examples
+    ("go-sdk/slos.yaml", "SLO web-availability"): "budgetingMethod: Timeslices",
+    ("go-sdk/slis.yaml", "SLI search-availability"): "good.metricSource.type: Datadog: obsbox builds Prometheus",
+    ("go-sdk/slis.yaml", "SLI end-user-response"): "ratioMetric.counter: false (gauges)",
+    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio",
+    ("go-sdk/slis.yaml", "SLI annotator-throughput"): "'sum(min_over_time(kafka_consumergroup_lag",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "page burnrate gt 2 over 1h alertAfter 5m is not",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy medium-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
+    # OpenSLO/OpenSLO schema-test/spec-files/v1: the files its schema test expects to be valid
+    **{
+        ("schema-test/" + name, "SLI great-sli"): outcome
+        for name, outcome in {
+            "sli-description-ratio-bad-inline-metricsource.yaml": "bad.metricSource.type: Redshift",
+            "sli-description-ratio-good-inline-metricsource.yaml": "good.metricSource.type: Redshift",
+            "sli-no-description-ratio-bad-inline-metricsource.yaml": "bad.metricSource.type: Redshift",
+            "sli-no-description-ratio-good-inline-metricsource.yaml": "good.metricSource.type: Redshift",
+            "sli-description-threshold-inline-metricsource.yaml": "metricSource.type: Redshift",
+            "sli-no-description-threshold-inline-metricsource.yaml": "metricSource.type: Redshift",
+            "sli-description-threshold-metricsourceref.yaml": "metricSourceRef: no DataSource named 'redshift",
+            "sli-no-description-threshold-metricsourceref.yaml": "metricSourceRef: no DataSource named 'redshift",
+            "sli-description-ratio-bad-metricsourceref.yaml": "imports",
+            "sli-description-ratio-good-metricsourceref.yaml": "imports",
+            "sli-no-description-ratio-bad-metricsourceref.yaml": "imports",
+            "sli-no-description-ratio-good-metricsourceref.yaml": "imports",
+        }.items()
+    },
+    **{
+        ("schema-test/" + name, "SLO test-slo"): outcome
+        for name, outcome in {
+            "slo-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-no-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-no-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1d",
+            "slo-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1d",
+            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M",
+            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M",
+        }.items()
+    },
+    ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "page burnrate None 2 over 1h",
+}
+
+
+def import_example(path: Path, label: str, tmp_path: Path) -> str:
+    """'imports', or the one line obsbox refuses the example with."""
+    kind, name = label.split(" ", 1)
+    files = [path]
+    if kind == "SLI":
+        threshold = "thresholdMetric" in path.read_text().split(f"name: {name}", 1)[1].split("apiVersion")[0]
+        files.append(
+            probe(tmp_path, f"indicatorRef: {name}\n  " + SLI_OBJECTIVE["threshold" if threshold else "ratio"])
+        )
+    elif kind == "AlertPolicy":
+        files += [OPENSLO / "go-sdk" / "alert_conditions.yaml", OPENSLO / "go-sdk" / "data_sources.yaml"]
+        sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+        files += [
+            sli,
+            probe(tmp_path, f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}\n  alertPolicies: [{name}]"),
+        ]
+    try:
+        openslo.load(files)
+    except ConfigError as exc:
+        assert "\n" not in str(exc)
+        return str(exc)
+    return "imports"
+
+
+@pytest.mark.parametrize(("file", "label"), list(EXAMPLES), ids=[f"{f}:{n}" for f, n in EXAMPLES])
+def test_the_openslo_projects_examples_import_or_are_refused_in_one_line(file: str, label: str, tmp_path: Path):
+    outcome = import_example(OPENSLO / file, label, tmp_path)
+    expected = EXAMPLES[(file, label)]
+    assert expected in outcome
+    if outcome != "imports" and not label.startswith("AlertPolicy"):
+        assert f"{label}: spec." in outcome  # names the document and the key
+
+
+def test_the_examples_schema_valid_ones_pass_the_schema(schema):
+    """The copies are the schema test's valid files: the schema as loaded here agrees with the project's test."""
+    for path in sorted((OPENSLO / "schema-test").glob("*.yaml")):
+        for loaded in yaml.safe_load_all(path.read_text()):
+            document = json.loads(json.dumps(loaded, default=str))  # dates as the Go test's YAMLToJSON writes them
+            assert not [e.message for e in schema.iter_errors(document)], path.name
+
+
+def test_a_prometheus_example_sli_becomes_an_availability_sli(tmp_path: Path):
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-bad-metricsourceref.yaml"
+    (slo,) = openslo.load([sli, probe(tmp_path, f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}")]).slos
+    assert (slo.sli.kind, slo.sli.bad, slo.sli.total, slo.sli.counters) == (
+        "availability",
+        'localhost_server_requests{code=~"2xx|3xx",host="*",instance="127.0.0.1:9090"}',
+        'localhost_server_requests{code="total",host="*",instance="127.0.0.1:9090"}',
+        ["localhost_server_requests"],
+    )
+    assert (slo.name, slo.service, slo.objective, slo.window) == ("probe", "probe", 0.99, "30d")
+
+
+def test_the_schemas_alert_policy_names_import_too(tmp_path: Path):
+    """An SLO that names its alert policies as the v1 JSON schema has them (strings) reads as with alertPolicyRef."""
+    exported = openslo.export(load(TESTDATA / "features.slo.yaml"))
+    path = tmp_path / "names.yaml"
+    path.write_text(openslo.dumps([schema_form(d) for d in exported]))
+    assert openslo.load([path]).slos == load(TESTDATA / "features.slo.yaml")
+
+
+def test_documents_in_many_files_and_lists(tmp_path: Path):
+    """An SLI, a DataSource and alert policies in files of their own, as oslo writes lists of objects."""
+    (slo, _, *rest) = openslo.export(load(TESTDATA / "features.slo.yaml"))  # the latency SLO, not the other
+    sli = {"apiVersion": "openslo/v1", "kind": "SLI", **slo["spec"].pop("indicator")}
+    sli["spec"]["thresholdMetric"]["metricSource"] = {
+        "metricSourceRef": "prometheus",
+        "spec": sli["spec"]["thresholdMetric"]["metricSource"]["spec"],
+    }
+    slo["spec"]["indicatorRef"] = sli["metadata"]["name"]
+    (tmp_path / "slo.yaml").write_text(openslo.dumps([slo]))
+    (tmp_path / "rest.yaml").write_text(yaml.safe_dump([sli, *rest]))
+    sources = OPENSLO / "go-sdk" / "data_sources.yaml"
+    (imported,) = openslo.load([tmp_path / "slo.yaml", tmp_path / "rest.yaml", sources]).slos
+    assert imported == load(TESTDATA / "features.slo.yaml")[0]
+
+
+def test_the_commands(tmp_path: Path, capsys):
+    out = tmp_path / "openslo.yaml"
+    assert main(["slo", "export-openslo", str(TESTDATA / "features.slo.yaml"), "--out", str(out)]) == 0
+    assert main(["slo", "import-openslo", str(out), "--out", str(tmp_path / "spec.yaml")]) == 0
+    assert load(tmp_path / "spec.yaml") == load(TESTDATA / "features.slo.yaml")
+    capsys.readouterr()
+    assert main(["slo", "import-openslo", str(OPENSLO / "openslo-examples" / "timeslices-slo.yaml")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "timeslices-slo.yaml:32: SLO service-availability: spec.budgetingMethod: Timeslices" in line
+
+
+def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+    imported = openslo.load([sli, probe(tmp_path, f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}")])
+    assert imported.slos[0].runbook.startswith("The OpenSLO SLO probe came without a runbook")
+    assert imported.notes == [
+        f"{tmp_path / 'probe.yaml'}: SLO probe has no runbook (annotation obsbox.dev/runbook); write one"
+    ]
