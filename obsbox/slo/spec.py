@@ -42,6 +42,7 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
+from obsbox.slo.budgets import Budgets
 from obsbox.slo.selectors import (
     LABEL_NAME,
     METRIC_NAME,
@@ -346,6 +347,7 @@ class SLO:
     runbook_url: str | None = None
     filters: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    budgets: Budgets | None = None  # a latency SLO's threshold split among its stages (budgets.py)
 
     @property
     def error_budget(self) -> float:
@@ -403,6 +405,11 @@ class SLO:
             for label in self.labels
             if label in RESERVED_LABELS or not LABEL_NAME.fullmatch(label)
         ]
+        if self.budgets is not None:
+            out += [
+                (("budgets", *key), message)
+                for key, message in self.budgets.problems(self.sli.kind, self.sli.threshold)
+            ]
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:
