@@ -97,8 +97,9 @@ def slo_group(slo: SLO) -> dict[str, Any]:
     ]
     overspend = {}
     if slo.budgets is not None:
-        out += stage_rules(slo.budgets, labels)
-        overspend = {OVERSPEND_ANNOTATION: overspend_text(labels)}
+        named = {"slo": slo.name, "service": str(slo.service)}
+        out += stage_rules(slo.budgets, named)
+        overspend = {OVERSPEND_ANNOTATION: overspend_text(named)}
     estimate = slo.sli.estimate()
     for condition in slo.burn_conditions():
         factor = num(condition.factor)
