@@ -16,6 +16,10 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           # older_names: [old_name]   # the histogram's names before a rename
         filters: ['route="/v1/chat"'] # label matchers applied to every SLI series
         runbook: What to do when it burns.
+        budgets:                      # optional: the threshold split among stages (obsbox.slo.budgets)
+          metric: gateway_stage_duration_seconds
+          stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
+          slack: 10ms                 # with the stages, adds up to the threshold
       - name: Availability
         objective: 0.99
         sli:
