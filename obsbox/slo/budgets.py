@@ -174,6 +174,13 @@ def overspend_text(labels: Mapping[str, str]) -> str:
     )
 
 
+def without_stage_data(annotations: Mapping[str, str], labels: Mapping[str, str]) -> dict[str, str]:
+    """An alert's annotations as Prometheus renders them when no stage series exists (a test that feeds
+    the SLI's series only): the stage template of ``labels``'s SLO says no stage is over budget."""
+    template = overspend_text(labels)
+    return {key: text.replace(template, WITHIN_BUDGET) for key, text in annotations.items()}
+
+
 def _llm_stages() -> dict[str, tuple[str, ...]]:
     """The LLM sources' latency signals and their recorded series. Imported when a spec names a source:
     obsbox.llm builds on obsbox.slo, whose spec module loads this one."""
