@@ -75,6 +75,11 @@ class Prometheus:
         data = self._get("/api/v1/query_exemplars", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"})
         return [e["labels"] for s in data for e in s.get("exemplars", [])]
 
+    def alerts(self) -> list[dict]:
+        """The active alerts, pending and firing: ``labels``, ``annotations`` (as rendered), ``state``."""
+        alerts: list[dict] = self._get("/api/v1/alerts", {})["alerts"]
+        return alerts
+
     @staticmethod
     def _series(data: dict) -> list[Series]:
         kind, result = data["resultType"], data["result"]

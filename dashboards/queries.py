@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from obsbox import conventions as c
 from obsbox.llm.spec import SIGNALS, Signal
+from obsbox.slo.budgets import STAGE_BUDGET, STAGE_OVERSPEND, STAGE_SPEND
 
 LANG_DATASOURCE = {"promql": "prometheus", "logql": "loki", "traceql": "tempo"}
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
@@ -272,6 +273,20 @@ def alert_states(selector: str) -> Query:
         f'max by (severity, alertstate) (ALERTS{{alertname="{c.SLO_ALERT}", {selector}}})',
         "{{severity}} {{alertstate}}",
     )
+
+
+def stage_spend(selector: str) -> Query:
+    """Each budgeted stage's mean seconds per request over 5m (an SLO with ``budgets``)."""
+    return Query(f"{STAGE_SPEND}{{{selector}}}", "{{stage}}")
+
+
+def stage_budget(selector: str) -> Query:
+    return Query(f"{STAGE_BUDGET}{{{selector}}}", "{{stage}} budget")
+
+
+def stage_overspend(selector: str) -> Query:
+    """Spend minus budget, where positive: the stages over their share of the threshold."""
+    return Query(f"{STAGE_OVERSPEND}{{{selector}}}", "{{stage}}")
 
 
 def _recorded(metric: str, selector: str) -> str:

@@ -75,6 +75,32 @@ for slo in slos.load():
         ),
         key=f"{slo.name}/consumed",
     )
+    if slo.budgets is not None:
+        budgets = ", ".join(f"{stage} {slo.budgets.budget(stage) * 1000:g} ms" for stage in slo.budgets.stages)
+        grid.add(
+            p.timeseries(
+                "Stage spend against budget",
+                f"Mean time per request in each stage over 5m, and each stage's budget (the '<stage> budget' "
+                f"lines): {budgets}, with {slo.budgets.slack * 1000:g} ms of slack, adding up to the threshold of "
+                f"{(slo.sli.threshold or 0) * 1000:g} ms.",
+                [q.stage_spend(sel), q.stage_budget(sel)],
+                unit="s",
+                thresholds=p.steps(),
+            ),
+            key=f"{slo.name}/stages",
+        )
+        grid.add(
+            p.timeseries(
+                "Stages over budget",
+                "How far each stage's mean exceeds its budget; a stage within budget draws no line. The burn "
+                f"alerts of {slo.name} name the stages shown here, most over first.",
+                [q.stage_overspend(sel)],
+                unit="s",
+                thresholds=p.steps(),
+                stack=True,
+            ),
+            key=f"{slo.name}/overspend",
+        )
 
 dashboard = p.dashboard(
     uid="obsbox-slo-burn",

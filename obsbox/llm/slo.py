@@ -11,6 +11,15 @@ Thresholds are those of chat serving in MLPerf Inference v5.0's interactive LLM 
 "LLM inference v5.0", April 2025), and 20 s end to end (450 ms plus 40 ms for each of 500 output
 tokens, a long chat answer). A threshold between two bucket bounds is interpolated inside its bucket,
 and the build says the bound of that estimate.
+
+The TTFT SLOs split their 450 ms into stage budgets: queue 100 ms and prefill 300 ms (TTFT is the
+queue, then prefill up to the first token), and the rest as slack (tokenization, scheduling, the
+first detokenized chunk). The stages are read from the series ``obsbox llm rules`` records for the
+source (``obsbox:llm_<stage>_seconds``), so these budgets need its rules file loaded too. A stage the
+source does not time (SGLang and the LiteLLM proxy have a queue but no prefill histogram) leaves its
+budget to the slack; a source with neither gets no budgets. The other SLOs get none: end to end is
+mostly decode, which grows with the answer's length rather than with a fault, and inter-token latency
+is one stage already.
 """
 
 from __future__ import annotations
@@ -64,6 +73,7 @@ LATENCY = (
         "tokens per request) lengthen it without a fault.",
     ),
 )
+TTFT_STAGES = {"queue": 0.1, "prefill": 0.3}  # budgets in seconds; the rest of the threshold is slack
 ERRORS_RUNBOOK = (
     "Read the server's logs for the failed requests (Loki, by the trace of one of them); out-of-memory "
     "and engine restarts point at the GPU, timeouts at an overloaded queue. Roll back the last deploy "
@@ -85,6 +95,8 @@ def template(sources: Sequence[Source], origin: str = "obsbox/llm/sources.yaml")
         "# Each SLI reads the server's own metrics; older_names are the names before a rename, the names",
         "# with colons as underscores, as a Prometheus 2 stores them from prometheus_client's OpenMetrics,",
         "# and GenAI's names under OTLP translation_strategy UnderscoreEscapingWithoutSuffixes.",
+        "# TTFT SLOs split their threshold into stage budgets (queue, prefill, the rest as slack), each",
+        "# held to its mean over 5m from the series `obsbox llm rules` records: load its rules file too.",
         "slos:",
     ]
     for source in sources:
@@ -153,7 +165,25 @@ def _latency(source: Source, target: Target, mapping: Mapping) -> list[str]:
     ]
     if matchers:
         lines.append(f"    filters: [{', '.join(_yaml(m) for m in matchers)}]")
+    if target.signal == "ttft":
+        lines += _budgets(source, target.threshold)
     return [*lines, *_folded("runbook", target.runbook)]
+
+
+def _budgets(source: Source, threshold: float) -> list[str]:
+    """The TTFT's stage budgets, for the stages the source times; the rest of the threshold is slack."""
+    timed = {stage: budget for stage, budget in TTFT_STAGES.items() if stage in source.signals}
+    if not timed:
+        return [f"    # no stage budgets: {source.name} times neither {' nor '.join(TTFT_STAGES)}"]
+    stages = ", ".join(f"{stage}: {_duration(budget)}" for stage, budget in timed.items())
+    untimed = [stage for stage in TTFT_STAGES if stage not in timed]
+    why = f"  # {', '.join(untimed)} not timed by {source.name}: its budget is here" if untimed else ""
+    return [
+        "    budgets:",
+        f"      source: {source.name}",
+        f"      stages: {{{stages}}}",
+        f"      slack: {_duration(threshold - sum(timed.values()))}{why}",
+    ]
 
 
 def _same_layout(source: str, names: list[str]) -> list[str]:

@@ -24,6 +24,7 @@ from obsbox import conventions as c
 from obsbox.dashboards.promapi import Prometheus, PrometheusError
 from obsbox.durations import format_duration, parse_duration
 from obsbox.histograms import histogram_quantile
+from obsbox.slo.budgets import OVERSPEND_ANNOTATION
 from obsbox.slo.rules import EVENTS_RATE
 
 BACKEND = "vllm"  # the LLM source the demo's simulated inference backend is (obsbox llm rules)
@@ -54,6 +55,7 @@ class Summary:
     held: dict[tuple[str, float], float] = field(default_factory=dict)  # (SLO, window) → seconds of data in it
     periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period (window) in seconds
     alerts: list[Alert] = field(default_factory=list)
+    overspend: dict[str, str] = field(default_factory=dict)  # SLO name → its alerts' stages over budget
     bridge_lines: float | None = None
     backend_ms: dict[str, float] = field(default_factory=dict)  # LLM signal → mean ms, from vLLM's names
     backend_cache_hit: float | None = None  # the backend's prefix-cache hit ratio
@@ -127,6 +129,11 @@ def summary_from_prometheus(api: Prometheus, interval: float, periods: dict[str,
         (Alert(*(s.labels.get(k, "") for k in labels)) for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')),
         key=lambda a: (a.slo, a.severity, parse_duration(a.long_window or "0s")),
     )
+    summary.overspend = {
+        alert["labels"].get("slo", ""): text
+        for alert in api.alerts()
+        if alert["labels"].get("alertname") == c.SLO_ALERT and (text := alert["annotations"].get(OVERSPEND_ANNOTATION))
+    }
     # the rules record the 5m event rate once per evaluation from the gateway's second scrape on, so
     # its samples in a window, times the interval, are the data the window holds (earlier runs count)
     windows = {CURRENT_WINDOW, *periods.values(), *(parse_duration(a.long_window) for a in summary.alerts)}
@@ -180,6 +187,7 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
             lines.append(
                 f"    {alert.slo} {alert.severity} {alert.long_window}/{alert.short_window} ({alert.state}{note})"
             )
+        lines += [f"    {slo_name} stage budgets: {text}" for slo_name, text in sorted(summary.overspend.items())]
     if summary.bridge_lines is not None:
         lines.append(f"\n  bridge: {summary.bridge_lines:,.0f} log lines delivered to every sink")
     if footer:

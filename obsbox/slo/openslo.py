@@ -4,7 +4,7 @@ Out: each SLO is an OpenSLO ``SLO`` with its SLI inline: a latency SLI is a ``th
 histogram (``op: lte``, the threshold as ``value``), an availability SLI a ``ratioMetric`` of counters;
 a rolling ``timeWindow``, ``Occurrences`` budgeting, and ``alertPolicies`` naming one ``AlertPolicy``
 per burn-rate condition obsbox alerts on, each sent to one ``AlertNotificationTarget`` (Alertmanager).
-What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, ...) is kept in
+What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, stage budgets, ...) is kept in
 ``metadata.annotations`` under ``obsbox.dev/``, so an export reads back as the same SLOs.
 
 In: ``SLO`` documents with their SLI inline or by ``indicatorRef``, Prometheus metric sources (inline
@@ -41,7 +41,7 @@ _LABEL_VALUE = re.compile(r"[a-z0-9A-Z][a-z0-9A-Z._-]{0,61}[a-z0-9A-Z]?")  # the
 _SUM = re.compile(r"\s*sum\s*\((.*)\)\s*", re.DOTALL)
 DESCRIPTION_MAX = 1050
 LATENCY_ANNOTATIONS = ("histogram", "off-bucket", "buckets", "older-names")  # the spec's keys, '_' as '-'
-JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels"}  # lists and mappings, as JSON
+JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels", "budgets"}  # lists and mappings, as JSON
 
 
 # --- out ----------------------------------------------------------------------------------------
@@ -106,6 +106,8 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
     annotations["runbook"] = slo.runbook
     if slo.runbook_url:
         annotations["runbook-url"] = slo.runbook_url
+    if slo.budgets is not None:
+        annotations["budgets"] = json.dumps(slo.budgets.plain())
     service = str(slo.service)
     if not _DNS_LABEL.fullmatch(service):
         annotations["service"], service = service, openslo_name(service)
@@ -340,6 +342,8 @@ def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) ->
     )
     if "runbook-url" in annotations:
         entry["runbook_url"] = annotations["runbook-url"]
+    if "budgets" in annotations:
+        entry["budgets"] = annotations["budgets"]
     return entry
 
 

@@ -34,6 +34,7 @@ from obsbox.config import ConfigError
 from obsbox.durations import format_duration as duration
 from obsbox.durations import parse_duration as seconds
 from obsbox.logrules import Rule, load_rules
+from obsbox.slo.budgets import OVERSPEND_ANNOTATION, SPEND_WINDOW, overspend_text, stage_rules
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import SLO, check
 
@@ -97,6 +98,11 @@ def slo_group(slo: SLO) -> dict[str, Any]:
         record(conventions.SLO_PERIOD_BURN_RATE, f"{ratio(slo.window)} / {budget}"),
         record(conventions.SLO_BUDGET_REMAINING, f"1 - {slo.recorded(conventions.SLO_PERIOD_BURN_RATE)}"),
     ]
+    overspend = {}
+    if slo.budgets is not None:
+        named = {"slo": slo.name, "service": str(slo.service)}
+        out += stage_rules(slo.budgets, named)
+        overspend = {OVERSPEND_ANNOTATION: overspend_text(named)}
     estimate = slo.sli.estimate()
     for condition in slo.burn_conditions():
         factor = num(condition.factor)
@@ -119,10 +125,14 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                     f"{condition.short_window}, the error ratio is at least {factor}x the error budget of "
                     f"{num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over {slo.window}); "
                     f"at this rate the whole budget is spent in {exhausted}."
-                    + (f" The SLI is an estimate: {estimate}." if estimate else ""),
+                    + (f" The SLI is an estimate: {estimate}." if estimate else "")
+                    + "".join(
+                        f" Stages, mean per request over the last {SPEND_WINDOW}: {text}" for text in overspend.values()
+                    ),
                     slo.runbook,
                     slo.runbook_url,
-                ),
+                )
+                | overspend,
             }
         )
     out.append(no_data_alert(slo))

@@ -16,6 +16,10 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           # older_names: [old_name]   # the histogram's names before a rename
         filters: ['route="/v1/chat"'] # label matchers applied to every SLI series
         runbook: What to do when it burns.
+        budgets:                      # optional: the threshold split among stages (obsbox.slo.budgets)
+          metric: gateway_stage_duration_seconds
+          stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
+          slack: 10ms                 # with the stages, adds up to the threshold
       - name: Availability
         objective: 0.99
         sli:
@@ -42,6 +46,7 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
+from obsbox.slo.budgets import Budgets
 from obsbox.slo.matching import common_series
 from obsbox.slo.selectors import (
     LABEL_NAME,
@@ -347,6 +352,7 @@ class SLO:
     runbook_url: str | None = None
     filters: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    budgets: Budgets | None = None  # a latency SLO's threshold split among its stages (budgets.py)
 
     @property
     def error_budget(self) -> float:
@@ -425,6 +431,11 @@ class SLO:
             for label in self.labels
             if label in RESERVED_LABELS or not LABEL_NAME.fullmatch(label)
         ]
+        if self.budgets is not None:
+            out += [
+                (("budgets", *key), message)
+                for key, message in self.budgets.problems(self.sli.kind, self.sli.threshold)
+            ]
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:

@@ -111,7 +111,8 @@ def stack(tmp_path_factory):
 
 
 def core_expressions() -> dict[str, str]:
-    """The panels that must show data: P95s, the stage breakdown, and every burn rate of every SLO."""
+    """The panels that must show data: P95s, the stage breakdown, every burn rate of every SLO, and the
+    stage budgets' spend and overspend."""
     core = {
         "request P95": q.REQUEST_QUANTILE[0.95].expr,
         "reply P95": q.REPLY_P95.expr,
@@ -120,6 +121,9 @@ def core_expressions() -> dict[str, str]:
     for slo in slos.load():
         for window in slos.burn_windows(slo):
             core[f"{slo.name} burn rate {window}"] = q.burn_rate(slos.selector(slo), window).expr
+        if slo.budgets is not None:  # the untuned demo overspends: both stage panels have data
+            core[f"{slo.name} stage spend"] = q.stage_spend(slos.selector(slo)).expr
+            core[f"{slo.name} stages over budget"] = q.stage_overspend(slos.selector(slo)).expr
     return core
 
 

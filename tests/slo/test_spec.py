@@ -114,7 +114,10 @@ def test_rules_have_the_conventions_names_and_labels():
         conventions.SLO_BUDGET_REMAINING,
     ):
         assert name in records
-    assert all(r["labels"] == {"slo": "ReplyLatency", "service": "gateway"} for r in group["rules"] if "record" in r)
+    identity = {"slo": "ReplyLatency", "service": "gateway"}
+    stages = [r["labels"].pop("stage") for r in group["rules"] if r.get("record", "").startswith("obsbox:slo_stage_")]
+    assert set(stages) == {s for s in conventions.STAGES if s != "decode"}  # the stage budgets' series
+    assert all(r["labels"] == identity for r in group["rules"] if "record" in r)
     # From 1d up, windows read the two recorded 5m series, not days of every raw series.
     for rule in group["rules"]:
         if rule.get("record") in ratios[ratios.index("slo:sli_error:ratio_rate1d") :]:

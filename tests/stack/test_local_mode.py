@@ -29,6 +29,7 @@ from obsbox import conventions as c
 from obsbox.dashboards.promapi import Prometheus, PrometheusError
 from obsbox.local.cli import obsbox_executable
 from obsbox.local.live import Alert, Summary, render, warming
+from obsbox.slo.budgets import OVERSPEND_ANNOTATION
 from tests.shadowing import IMPORTED, obsbox_script, shadowing_folder
 
 DAY = 86400.0
@@ -37,6 +38,8 @@ HEX32 = re.compile(r"[0-9a-f]{32}")
 # for the rates, one evaluation on top for the 1h ratio and the page alert), with P95 near 1 s and an
 # error ratio near 1 against thresholds of 0.3, so 20 s leaves a margin without waiting for more.
 DATA_SECONDS = 20
+# The untuned demo serializes about 270 ms of context per request against its 100 ms budget.
+OVER_BUDGET = re.compile(r"ReplyLatency stage budgets: context_serialization is \d+(\.\d+)?ms over its 100ms budget")
 SLO_CHECKS = {
     "p95": f"histogram_quantile(0.95, sum by (le) (rate({c.REPLY_LATENCY}_bucket[1m])))",
     "error_ratio_5m": f'{c.SLI_ERROR_RATIO.format(window="5m")}{{slo="ReplyLatency"}}',
@@ -116,6 +119,7 @@ class DefaultRun:
     rate: float  # the first SLO burn rate Prometheus answered
     slo: dict[str, list]  # SLO_CHECKS' answers after DATA_SECONDS of data (an empty list: none by then)
     exemplar_trace_ids: list[str]
+    overspend: list[str]  # the burn alerts' stage-budget annotation, as Prometheus rendered it
     scraped: set[str]
     check: subprocess.CompletedProcess  # promtool check config on the Prometheus config it wrote
     out: str
@@ -163,6 +167,8 @@ def default_run(tmp_path_factory) -> DefaultRun:
             return answers if held and answers and all(answers.values()) else None
 
         slo = up.wait_until("every SLO check", slo_with_data, 100, required=False) or slo_answers(api)
+        up.wait_until("the stage over budget in the summary", lambda: OVER_BUDGET.search(up.out), 30, required=False)
+        overspend = [a["annotations"].get(OVERSPEND_ANNOTATION, "") for a in api.alerts()]
         now = time.time()
         exemplars = api.query_exemplars(f"{c.REPLY_LATENCY}_bucket", now - 120, now)
         scraped = {s.labels["job"] for s in api.query("up == 1")}
@@ -178,6 +184,7 @@ def default_run(tmp_path_factory) -> DefaultRun:
         rate,
         slo,
         [labels.get("trace_id", "") for labels in exemplars],
+        overspend,
         scraped,
         check,
         out,
@@ -214,6 +221,9 @@ def test_untuned_gateway_burns_the_reply_latency_budget(default_run):
     assert values["burn"][0].finite[-1] == pytest.approx(error_ratio / 0.05, rel=0.05)
     states = {(s.labels["severity"], s.labels["alertstate"]) for s in values["alerts"]}
     assert any(severity == "page" for severity, _ in states), states
+    named = [text for text in default_run.overspend if text.startswith("context_serialization is ")]
+    assert named, f"no burn alert names the overspending stage first: {default_run.overspend}"
+    assert OVER_BUDGET.search(default_run.out), default_run.out
     trace_ids = default_run.exemplar_trace_ids
     assert trace_ids and all(HEX32.fullmatch(t) for t in trace_ids), trace_ids[:5]
     print(
@@ -264,6 +274,17 @@ def test_a_period_budget_is_how_long_it_lasts_until_the_period_holds_that_much_d
     assert "at the rate so far it lasts 60.0 days" in early  # 0.5x spends the budget in twice the period
     full = render(summary(31 * DAY), 31 * DAY)
     assert "budget left over 30d: -1750.0%" in full and "budget left over 30d: 50.0%" in full
+
+
+def test_the_alerts_say_which_stages_are_over_their_budget():
+    over = "context_serialization is 171ms over its 100ms budget. prefill is 42ms over its 60ms budget."
+    text = render(
+        Summary(alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")], overspend={"ReplyLatency": over}), 1
+    )
+    assert re.search(
+        rf"ReplyLatency page 1h/5m \(firing[^)]*\)\n    ReplyLatency stage budgets: {re.escape(over)}", text
+    )
+    assert "stage budgets" not in render(Summary(alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")]), 1)
 
 
 def test_a_firing_alert_says_which_window_is_still_warming_up():
