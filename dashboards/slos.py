@@ -12,7 +12,9 @@ from pathlib import Path
 
 from obsbox import conventions as c
 from obsbox import slo as slo_spec
+from obsbox.dashboards import panels as p
 from obsbox.dashboards.panels import DashboardError
+from obsbox.slo.policies import percent
 
 _spec: Path | None = None
 
@@ -61,3 +63,33 @@ def reply_latency_threshold() -> float:
     threshold = reply_latency_slo().sli.threshold
     assert threshold is not None  # a loaded latency SLO always has one
     return threshold
+
+
+def latency_quantile(slo: slo_spec.SLO) -> str:
+    """The latency at the SLO's objective (P95 for 95%), over 5m, from its histogram: above the
+    threshold, that 5m missed the objective. Its exemplars are single requests with their trace."""
+    sli = slo.sli
+    if sli.kind != "latency" or sli.metric is None:
+        raise DashboardError(f"SLO {slo.name} is not a latency SLO; it has no histogram to draw")
+    if sli.histogram == "native":
+        return f"histogram_quantile({slo.objective:g}, sum(rate({slo_spec.Selector(sli.metric, slo.matchers)}[5m])))"
+    buckets = slo_spec.Selector(f"{sli.metric}_bucket", slo.matchers)
+    return f"histogram_quantile({slo.objective:g}, sum by (le) (rate({buckets}[5m])))"
+
+
+def policy_thresholds(slo: slo_spec.SLO) -> list[dict]:
+    """The policy's steps as threshold steps of the budget remaining: green above the highest, darker below each."""
+    colors = ("green", "yellow", "orange", "red")
+    levels = sorted({step.threshold for step in slo.policy or ()}, reverse=True)
+    steps = [(level, colors[min(i, len(colors) - 1)]) for i, level in enumerate(levels)]
+    return p.steps(*reversed(steps), base="dark-red")
+
+
+def policy_text(slo: slo_spec.SLO) -> str:
+    """The steps in words: ``ticket below 50% (action=review); page when exhausted``."""
+    return "; ".join(
+        f"{step.name} ({step.severity}) "
+        + ("when exhausted" if step.exhausted else f"below {percent(step.threshold)}")
+        + "".join(f", {key}={value}" for key, value in step.labels.items())
+        for step in slo.policy or ()
+    )

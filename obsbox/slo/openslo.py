@@ -15,6 +15,7 @@ Documents no SLO refers to are checked for their apiVersion and kind only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -25,9 +26,10 @@ from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
 from obsbox.durations import parse_duration
+from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
-from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, known_histograms
+from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, SpecFile, known_histograms
 
 API_VERSION = "openslo/v1"
 PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
@@ -41,7 +43,7 @@ _LABEL_VALUE = re.compile(r"[a-z0-9A-Z][a-z0-9A-Z._-]{0,61}[a-z0-9A-Z]?")  # the
 _SUM = re.compile(r"\s*sum\s*\((.*)\)\s*", re.DOTALL)
 DESCRIPTION_MAX = 1050
 LATENCY_ANNOTATIONS = ("histogram", "off-bucket", "buckets", "older-names")  # the spec's keys, '_' as '-'
-JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels"}  # lists and mappings, as JSON
+JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels", "policy"}  # lists and mappings, as JSON
 
 
 # --- out ----------------------------------------------------------------------------------------
@@ -106,6 +108,10 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
     annotations["runbook"] = slo.runbook
     if slo.runbook_url:
         annotations["runbook-url"] = slo.runbook_url
+    if slo.policy:
+        annotations["policy"] = json.dumps([dataclasses.asdict(step) for step in slo.policy])
+    if slo.dashboard_url not in (None, DEFAULT_DASHBOARD_URL):
+        annotations["dashboard-url"] = str(slo.dashboard_url)
     service = str(slo.service)
     if not _DNS_LABEL.fullmatch(service):
         annotations["service"], service = service, openslo_name(service)
@@ -299,6 +305,7 @@ def _validated(node: Node, entry: dict[str, Any], histograms: Mapping[str, Seque
         raise node.error(
             ("metadata", "annotations"), f"obsbox refuses the SLO it makes: {exc.key}: {exc.message}"
         ) from None
+    slo.inherit(SpecFile(slos=[]))
     slo.sli.resolve(histograms)
     for key, message in slo.problems(histograms):
         hint = f" (say so with the SLI's annotation {PREFIX}buckets)" if key == ("sli", "metric") else ""
@@ -340,6 +347,10 @@ def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) ->
     )
     if "runbook-url" in annotations:
         entry["runbook_url"] = annotations["runbook-url"]
+    if "policy" in annotations:
+        entry["policy"] = annotations["policy"]
+    if "dashboard-url" in annotations:
+        entry["dashboard_url"] = annotations["dashboard-url"]
     return entry
 
 

@@ -32,6 +32,8 @@ from obsbox.config import ConfigError
 from obsbox.durations import format_duration as duration
 from obsbox.durations import parse_duration as seconds
 from obsbox.logrules import Rule, load_rules
+from obsbox.slo import policies
+from obsbox.slo.policies import PolicyStep
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import SLO, check
 
@@ -119,10 +121,28 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                     + (f" The SLI is an estimate: {estimate}." if estimate else ""),
                     slo.runbook,
                     slo.runbook_url,
+                    policies.dashboard_link(slo, condition.long_window),
                 ),
             }
         )
+    out += [policy_alert(slo, step) for step in slo.policy or ()]
     return {"name": f"obsbox-slo-{slo.name}", "rules": out}
+
+
+def policy_alert(slo: SLO, step: PolicyStep) -> dict[str, Any]:
+    """A step of the SLO's error-budget policy: an alert on the budget remaining over its period."""
+    return {
+        "alert": step.name,
+        "expr": f"{slo.recorded(conventions.SLO_BUDGET_REMAINING)} {step.comparison}",
+        "labels": {"severity": step.severity, "slo": slo.name, "service": slo.service, **slo.labels, **step.labels},
+        "annotations": _annotations(
+            policies.summary(slo, step),
+            policies.description(slo, step),
+            slo.runbook,
+            slo.runbook_url,
+            policies.dashboard_link(slo, slo.window),
+        ),
+    }
 
 
 def log_alert_group(log_rules: Sequence[Rule]) -> dict[str, Any]:
@@ -192,11 +212,15 @@ def gpu_group() -> dict[str, Any]:
     }
 
 
-def _annotations(summary: str, description: str, runbook: str, url: str | None = None) -> dict[str, str]:
+def _annotations(
+    summary: str, description: str, runbook: str, url: str | None = None, dashboard: str | None = None
+) -> dict[str, str]:
     out = {"summary": summary, "description": f"{description.strip()} Runbook: {runbook.strip()}"}
     out["runbook"] = runbook.strip()
     if url:
         out["runbook_url"] = url
+    if dashboard:
+        out["dashboard"] = dashboard
     return out
 
 

@@ -29,6 +29,7 @@ Every problem is reported as ``file:line: key: what is wrong``.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +43,8 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
+from obsbox.slo import policies
+from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
 from obsbox.slo.selectors import (
     LABEL_NAME,
     METRIC_NAME,
@@ -346,6 +349,17 @@ class SLO:
     runbook_url: str | None = None
     filters: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
+    policy: list[PolicyStep] | None = None  # None: the spec's (obsbox.slo.policies)
+    dashboard_url: str | None = None  # Grafana's base URL for the alerts' dashboard links
+
+    def inherit(self, spec: SpecFile) -> None:
+        """Take the spec-wide settings this SLO does not set itself."""
+        if self.service is None:
+            self.service = spec.service
+        if self.policy is None:
+            self.policy = copy.deepcopy(spec.policy)
+        if self.dashboard_url is None:
+            self.dashboard_url = spec.dashboard_url
 
     @property
     def error_budget(self) -> float:
@@ -403,6 +417,7 @@ class SLO:
             for label in self.labels
             if label in RESERVED_LABELS or not LABEL_NAME.fullmatch(label)
         ]
+        out += policies.problems(self.policy or [], RESERVED_LABELS) + policies.url_problems(self.dashboard_url)
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:
@@ -425,6 +440,8 @@ class SLO:
 class SpecFile:
     slos: list[SLO]
     service: str | None = None
+    policy: list[PolicyStep] = field(default_factory=list)  # every SLO's that has none of its own
+    dashboard_url: str = DEFAULT_DASHBOARD_URL
 
 
 def load(path: str | Path, log_rules: Sequence[Rule] | None = None) -> list[SLO]:
@@ -441,9 +458,10 @@ def _load(doc: Document, log_rules: Sequence[Rule] | None) -> list[SLO]:
     spec = build(SpecFile, doc.data, doc)
     histograms = known_histograms(log_rules)
     seen: dict[str, int] = {}
+    for key, message in policies.problems(spec.policy, RESERVED_LABELS) + policies.url_problems(spec.dashboard_url):
+        raise doc.error(key, message)
     for i, slo in enumerate(spec.slos):
-        if slo.service is None:
-            slo.service = spec.service
+        slo.inherit(spec)
         slo.sli.resolve(histograms)
         for key, message in slo.problems(histograms):
             raise doc.error(("slos", i, *key), message)

@@ -119,7 +119,7 @@ def test_rules_have_the_conventions_names_and_labels():
     for rule in group["rules"]:
         if rule.get("record") in ratios[ratios.index("slo:sli_error:ratio_rate1d") :]:
             assert "gateway_reply" not in rule["expr"] and slo.ERROR_EVENTS_RATE in rule["expr"]
-    alerts = [r for r in group["rules"] if "alert" in r]
+    alerts = [r for r in group["rules"] if r.get("alert") == conventions.SLO_ALERT]
     expected = [(s, f, lw, sw) for s, conditions in conventions.BURN_THRESHOLDS.items() for f, lw, sw in conditions]
     assert [
         (
@@ -130,9 +130,8 @@ def test_rules_have_the_conventions_names_and_labels():
         )
         for a in alerts
     ] == expected
-    assert all(a["alert"] == conventions.SLO_ALERT for a in alerts)
     for a in alerts:
-        assert {"summary", "description", "runbook"} <= set(a["annotations"])
+        assert {"summary", "description", "runbook", "dashboard"} <= set(a["annotations"])
         assert a["annotations"]["runbook"] in a["annotations"]["description"]
 
 
