@@ -5,7 +5,7 @@ from obsbox.dashboards import panels as p
 from obsbox.dashboards import queries as q
 from obsbox.dashboards import slos
 from obsbox.dashboards.queries import Query
-from obsbox.slo.policies import BURN_DASHBOARD, SLO_VARIABLE
+from obsbox.slo.policies import BURN_DASHBOARD, SLO_VARIABLE, describe
 
 BURN_COLORS = ("yellow", "orange", "red", "dark-red")  # for the alert factors, lowest first
 
@@ -83,7 +83,7 @@ for slo in spec:
             p.timeseries(
                 "Error-budget policy",
                 f"Share of the {slo.window} error budget left, against the policy's steps (the lines): "
-                f"{slos.policy_text(slo)}. Each step is an alert while the budget is below its line.",
+                f"{describe(slo.policy)}. Each step is an alert while the budget is below its line.",
                 [q.budget_remaining(sel)],
                 unit="percentunit",
                 thresholds=slos.policy_thresholds(slo),

@@ -14,7 +14,6 @@ from obsbox import conventions as c
 from obsbox import slo as slo_spec
 from obsbox.dashboards import panels as p
 from obsbox.dashboards.panels import DashboardError
-from obsbox.slo.policies import percent
 
 _spec: Path | None = None
 
@@ -83,13 +82,3 @@ def policy_thresholds(slo: slo_spec.SLO) -> list[dict]:
     levels = sorted({step.threshold for step in slo.policy or ()}, reverse=True)
     steps = [(level, colors[min(i, len(colors) - 1)]) for i, level in enumerate(levels)]
     return p.steps(*reversed(steps), base="dark-red")
-
-
-def policy_text(slo: slo_spec.SLO) -> str:
-    """The steps in words: ``ticket below 50% (action=review); page when exhausted``."""
-    return "; ".join(
-        f"{step.name} ({step.severity}) "
-        + ("when exhausted" if step.exhausted else f"below {percent(step.threshold)}")
-        + "".join(f", {key}={value}" for key, value in step.labels.items())
-        for step in slo.policy or ()
-    )

@@ -4,7 +4,8 @@ Out: each SLO is an OpenSLO ``SLO`` with its SLI inline: a latency SLI is a ``th
 histogram (``op: lte``, the threshold as ``value``), an availability SLI a ``ratioMetric`` of counters;
 a rolling ``timeWindow``, ``Occurrences`` budgeting, and ``alertPolicies`` naming one ``AlertPolicy``
 per burn-rate condition obsbox alerts on, each sent to one ``AlertNotificationTarget`` (Alertmanager).
-What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, ...) is kept in
+What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, the error-budget
+policy, a dashboard_url other than the default, ...) is kept in
 ``metadata.annotations`` under ``obsbox.dev/``, so an export reads back as the same SLOs.
 
 In: ``SLO`` documents with their SLI inline or by ``indicatorRef``, Prometheus metric sources (inline

@@ -141,6 +141,16 @@ def description(slo: PolicySLO, step: PolicyStep) -> str:
     return f"{step.description.strip()} {slo.name} ({slo.service}) has {left}; {where}.".strip()
 
 
+def describe(steps: Sequence[PolicyStep]) -> str:
+    """The steps in words: ``ErrorBudgetLow (ticket) below 50%, action=review; ...``."""
+    return "; ".join(
+        f"{step.name} ({step.severity}) "
+        + ("when exhausted" if step.exhausted else f"below {percent(step.threshold)}")
+        + "".join(f", {key}={value}" for key, value in step.labels.items())
+        for step in steps
+    )
+
+
 def percent(value: float) -> str:
     return f"{num(value * 100)}%"
 

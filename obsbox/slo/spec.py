@@ -3,6 +3,9 @@
 A spec file lists SLOs; each names its service, objective, period (``window``), runbook and SLI::
 
     service: gateway                  # default for every SLO below
+    dashboard_url: http://localhost:3000  # Grafana, for the alerts' links to the SLO burn dashboard
+    policy:                           # the error-budget policy of every SLO below (obsbox.slo.policies)
+      - {below: 10%, severity: page, labels: {action: freeze-deploys}}
     slos:
       - name: ReplyLatency
         objective: 0.95               # a ratio in (0, 1)
@@ -16,6 +19,7 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           # older_names: [old_name]   # the histogram's names before a rename
         filters: ['route="/v1/chat"'] # label matchers applied to every SLI series
         runbook: What to do when it burns.
+        # policy: []                  # this SLO's own policy, replacing the one above ([]: none)
       - name: Availability
         objective: 0.99
         sli:
