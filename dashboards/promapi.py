@@ -75,6 +75,10 @@ class Prometheus:
         data = self._get("/api/v1/query_exemplars", {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}"})
         return [e["labels"] for s in data for e in s.get("exemplars", [])]
 
+    def alerts(self) -> list[dict]:
+        """The alerts Prometheus holds, pending or firing, with their labels and rendered annotations."""
+        return list(self._get("/api/v1/alerts", {})["alerts"])
+
     @staticmethod
     def _series(data: dict) -> list[Series]:
         kind, result = data["resultType"], data["result"]

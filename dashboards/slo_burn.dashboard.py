@@ -12,7 +12,7 @@ BURN_COLORS = ("yellow", "orange", "red", "dark-red")  # for the alert factors, 
 grid = p.Grid()
 spec = slos.load()
 for slo in spec:
-    sel = f'{slos.selector(slo)},slo=~"${SLO_VARIABLE}"'  # an alert's link picks its SLO with var-slo
+    sel = slos.panel_selector(slo)
     factors = sorted({cond.factor for cond in slo.burn_conditions()})
     conditions = "; ".join(
         f"{cond.severity} at {cond.factor:g}x over {cond.long_window} and {cond.short_window}"

@@ -14,6 +14,7 @@ from obsbox import conventions as c
 from obsbox import slo as slo_spec
 from obsbox.dashboards import panels as p
 from obsbox.dashboards.panels import DashboardError
+from obsbox.slo.policies import SLO_VARIABLE
 
 _spec: Path | None = None
 
@@ -43,6 +44,11 @@ def load() -> list[slo_spec.SLO]:
 def selector(slo: slo_spec.SLO) -> str:
     """The label matchers of the SLO's recorded series: ``service="gateway",slo="ReplyLatency"``."""
     return ",".join(str(m) for m in slo.identity)
+
+
+def panel_selector(slo: slo_spec.SLO) -> str:
+    """:func:`selector`, narrowed by the burn dashboard's SLO variable, which an alert's link sets."""
+    return f'{selector(slo)},slo=~"${SLO_VARIABLE}"'
 
 
 def burn_windows(slo: slo_spec.SLO) -> list[str]:
