@@ -72,6 +72,11 @@ class PolicyStep:
         return 0.0 if self.exhausted or self.below is None else share(self.below)
 
     @property
+    def state(self) -> str:
+        """The budget's state the step acts on, in words: ``below 50%`` or ``exhausted``."""
+        return "exhausted" if self.exhausted else f"below {percent(self.threshold)}"
+
+    @property
     def comparison(self) -> str:
         return "<= 0" if self.exhausted else f"< {num(self.threshold)}"
 
@@ -130,8 +135,7 @@ def url_problems(url: str | None) -> list[Problem]:
 
 
 def summary(slo: PolicySLO, step: PolicyStep) -> str:
-    state = "exhausted" if step.exhausted else f"below {percent(step.threshold)}"
-    return f"{slo.name} ({slo.service}): error budget {state}"
+    return f"{slo.name} ({slo.service}): error budget {step.state}"
 
 
 def description(slo: PolicySLO, step: PolicyStep) -> str:
@@ -142,10 +146,9 @@ def description(slo: PolicySLO, step: PolicyStep) -> str:
 
 
 def describe(steps: Sequence[PolicyStep]) -> str:
-    """The steps in words: ``ErrorBudgetLow (ticket) below 50%, action=review; ...``."""
+    """The steps in words: ``ErrorBudgetLow (ticket): budget below 50%, action=review; ...``."""
     return "; ".join(
-        f"{step.name} ({step.severity}) "
-        + ("when exhausted" if step.exhausted else f"below {percent(step.threshold)}")
+        f"{step.name} ({step.severity}): budget {step.state}"
         + "".join(f", {key}={value}" for key, value in step.labels.items())
         for step in steps
     )

@@ -172,7 +172,7 @@ def test_a_spec_wide_policy_is_checked_and_an_slos_own_replaces_it(tmp_path, cap
     assert "slo.yaml:1: policy[0].exhausted: must be true or false" in capsys.readouterr().err
     path.write_text(spec("", top=top))
     assert main(["slo", "check", str(path)]) == 0
-    assert "  policy: ErrorBudgetExhausted (page) when exhausted\n" in capsys.readouterr().out
+    assert "  policy: ErrorBudgetExhausted (page): budget exhausted\n" in capsys.readouterr().out
 
     def policy_alerts(text: str) -> list[tuple[str, str]]:
         (group, *_) = slo.rules(slo.loads(text))["groups"]
