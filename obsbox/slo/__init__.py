@@ -2,7 +2,8 @@
 
 ``load(path)`` reads and validates a spec; ``rules(slos, log_rules)`` builds the rules-file structure
 (the SLO groups, the alerts of the log_metrics rules, the GPU autoscaling signals); ``render`` and
-``write`` turn it into a deterministic file, written atomically. ``obsbox slo build`` does all three.
+``write`` turn it into a deterministic file, written atomically. ``obsbox slo build`` does all three;
+``obsbox slo test`` runs the promtool tests ``testgen`` writes for each SLO.
 """
 
 from obsbox.slo.rules import (

@@ -1,14 +1,17 @@
-"""``obsbox slo``: build Prometheus rules from an SLO spec, or check a spec and its rules file."""
+"""``obsbox slo``: build Prometheus rules from an SLO spec, check a spec and its rules file, or test the rules."""
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from obsbox.config import ConfigError, load_yaml
 from obsbox.logrules import Rule, load_rules
-from obsbox.slo import openslo
+from obsbox.slo import openslo, testgen
 from obsbox.slo.policies import describe
 from obsbox.slo.rules import emit, estimates, render, rules, slo_windows, up_to_date
 from obsbox.slo.selectors import num
@@ -40,6 +43,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _log_rule_options(check)
     check.set_defaults(func=_check)
     _openslo_commands(commands)
+
+    test = commands.add_parser(
+        "test",
+        help="generate promtool tests for each SLO and run them",
+        description="Per SLO, generate `promtool test rules` cases (a steady good period, no data, a fast burn, "
+        "a slow burn) with the alerts the spec expects, run them with promtool (two runs at once), and print "
+        "a verdict per SLO. Exit 1 when a test fails, 2 without promtool on the PATH.",
+    )
+    test.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the rules to test (default: build them)")
+    test.add_argument("--out", type=Path, metavar="DIR", help="keep the tests here (default: a temporary folder)")
+    _log_rule_options(test)
+    test.set_defaults(func=_test)
 
 
 def _log_rule_options(p: argparse.ArgumentParser) -> None:
@@ -104,6 +119,25 @@ def _check(args: argparse.Namespace) -> int:
     if args.rules is not None and not up_to_date(args.rules, text, f"obsbox slo build {args.spec} --out {args.rules}"):
         return 1
     return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        print(
+            "obsbox slo test: promtool is not on PATH; install Prometheus' promtool (Debian: apt install prometheus)",
+            file=sys.stderr,
+        )
+        return 2
+    found = _log_rules(args)
+    slos = load(args.spec, found)
+    document = rules(slos, found) if args.rules is None else load_yaml(args.rules).data
+    if not isinstance(document, dict):
+        raise ConfigError("not a Prometheus rules file (a mapping with groups)", source=str(args.rules))
+    if args.out is not None:
+        return testgen.report(testgen.run(slos, document, args.out, promtool))
+    with tempfile.TemporaryDirectory(prefix="obsbox-slo-test-") as directory:
+        return testgen.report(testgen.run(slos, document, Path(directory), promtool))
 
 
 def _openslo_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

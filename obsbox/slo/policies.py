@@ -158,18 +158,20 @@ def percent(value: float) -> str:
     return f"{num(value * 100)}%"
 
 
-def dashboard_link(slo: PolicySLO, window: str) -> str:
+def dashboard_link(slo: PolicySLO, window: str, at: float | None = None) -> str:
     """The burn dashboard for ``slo``, from ``window`` before the evaluation to the evaluation.
 
     Prometheus renders annotations at each evaluation; ``query "time()"`` is that evaluation's time, so
     the range is absolute (Grafana's ``from``/``to`` in milliseconds) and still right when read later.
+    With ``at`` (seconds), the link as an evaluation at that time renders it, for a test to expect.
     """
     base = (slo.dashboard_url or DEFAULT_DASHBOARD_URL).rstrip("/")
-    back = num(parse_duration(window))
-    return (
-        f"{base}/d/{BURN_DASHBOARD}?var-{SLO_VARIABLE}={slo.name}"
-        f"&from={_milliseconds(f'(time() - {back})')}&to={_milliseconds('time()')}"
-    )
+    back = parse_duration(window)
+    if at is None:
+        start, end = _milliseconds(f"(time() - {num(back)})"), _milliseconds("time()")
+    else:
+        start, end = f"{(at - back) * 1000:.0f}", f"{at * 1000:.0f}"
+    return f"{base}/d/{BURN_DASHBOARD}?var-{SLO_VARIABLE}={slo.name}&from={start}&to={end}"
 
 
 def _milliseconds(expr: str) -> str:

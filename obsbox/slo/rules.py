@@ -3,7 +3,9 @@
 One rule group per SLO, so that each evaluation sees the ratios it has just recorded (rules in a group
 run in order, at one timestamp): the SLI error ratios over every window, the objective, the error
 budget, the burn rates, the budget remaining, then the SRE Workbook's multi-window multi-burn-rate
-alerts (``conventions.BURN_THRESHOLDS``; each condition is its own alert, labelled with its windows).
+alerts (``conventions.BURN_THRESHOLDS``; each condition is its own alert, labelled with its windows),
+and ``SLONoData`` when the SLI's events have had no series for ``NO_DATA_FOR``: a scrape that stopped,
+a renamed metric or a filter that selects nothing leaves every ratio empty, and the burn alerts silent.
 
 Long windows. Windows up to 6h are computed from the raw counters, exactly, as the page alerts need
 them fresh. From 1d up (1d, 3d and the 30d period) a ratio would read days of every raw series at
@@ -39,6 +41,7 @@ from obsbox.slo.spec import SLO, check
 
 ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per second over 5m
 EVENTS_RATE = "slo:sli_events:rate5m"  # {slo, service}: events per second over 5m
+NO_DATA_FOR = "10m"  # how long the SLI's events may have no series before SLONoData fires
 RECORDED_FROM_SECONDS = 86400  # windows this long or longer are computed from the two series above
 GPU_MEMORY = "gateway:gpu_memory_utilization:avg"
 DECODE_QPS = "gateway:decode_qps:rate1m"
@@ -125,8 +128,27 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                 ),
             }
         )
+    out.append(no_data_alert(slo))
     out += [policy_alert(slo, step) for step in slo.policy or ()]
     return {"name": f"obsbox-slo-{slo.name}", "rules": out}
+
+
+def no_data_alert(slo: SLO) -> dict[str, Any]:
+    """``SLONoData``: the SLO's recorded event rate is absent, so its burn-rate alerts cannot fire."""
+    total = slo.sli.selectors(slo.matchers)[1]
+    return {
+        "alert": conventions.SLO_NO_DATA_ALERT,
+        "expr": f"absent({slo.recorded(EVENTS_RATE)})",
+        "for": NO_DATA_FOR,
+        "labels": {"severity": "ticket", "slo": slo.name, "service": slo.service or "", **slo.labels},
+        "annotations": _annotations(
+            f"{slo.name} ({slo.service}) has no data: its burn-rate alerts cannot fire",
+            f"No series of {total} (the SLI's events) for {NO_DATA_FOR}.",
+            f"Query {total} in Prometheus: no series means the target is not scraped (check its up series) or "
+            "the metric was renamed (list the old name under sli.older_names, or fix the spec's name and "
+            "filters); series without increase mean no traffic.",
+        ),
+    }
 
 
 def policy_alert(slo: SLO, step: PolicyStep) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo import policies
+from obsbox.slo.matching import common_series
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
 from obsbox.slo.selectors import (
     LABEL_NAME,
@@ -394,6 +395,27 @@ class SLO:
             for factor, long, short in conditions
         ]
 
+    def shared_series(self, other: SLO) -> Selector | None:
+        """A series this SLO's SLI and ``other``'s both count, and count alike (both as errors, or both as
+        good events), for the same service: the two would alert twice on one fault. None when there is none."""
+        if self.service != other.service or self.sli.kind != other.sli.kind:
+            return None
+        mine, theirs = self.sli.selectors(self.matchers), other.sli.selectors(other.matchers)
+        if mine[2] != theirs[2]:
+            return None
+        events, total = common_series(mine[0], theirs[0]), common_series(mine[1], theirs[1])
+        return events if total is not None else None
+
+    def overlap_problem(self, others: Sequence[tuple[str, SLO]]) -> str | None:
+        """Why this SLO may not sit beside ``others`` (each with where it is), or None."""
+        for where, other in others:
+            if (series := self.shared_series(other)) is not None:
+                return (
+                    f"counts the same series as {where}, such as {series}: "
+                    "two SLOs on one SLI alert twice; give them filters that select different series, or keep one"
+                )
+        return None
+
     def problems(self, histograms: Mapping[str, Sequence[float]]) -> list[Problem]:
         """Everything wrong with this SLO, as (key path, message) pairs."""
         out: list[Problem] = []
@@ -471,6 +493,8 @@ def _load(doc: Document, log_rules: Sequence[Rule] | None) -> list[SLO]:
             raise doc.error(("slos", i, *key), message)
         if slo.name in seen:
             raise doc.error(("slos", i, "name"), f"{slo.name!r} is already the name of slos[{seen[slo.name]}]")
+        if overlap := slo.overlap_problem([(f"slos[{j}] ({name})", spec.slos[j]) for name, j in seen.items()]):
+            raise doc.error(("slos", i, "sli"), overlap)
         seen[slo.name] = i
     if not spec.slos:
         raise doc.error(("slos",), "lists no SLOs")
@@ -487,6 +511,9 @@ def check(slos: Sequence[SLO], log_rules: Sequence[Rule] | None = None) -> None:
             raise ConfigError(message, source=f"SLO {slo.name}", key=".".join(map(str, key)) or None)
         if names.count(slo.name) > 1:
             raise ConfigError("two SLOs have this name", source=f"SLO {slo.name}", key="name")
+    for i, slo in enumerate(slos):
+        if overlap := slo.overlap_problem([(f"SLO {other.name}", other) for other in slos[:i]]):
+            raise ConfigError(overlap, source=f"SLO {slo.name}", key="sli")
 
 
 def _error(parse: Callable[[str], object], text: str) -> str | None:

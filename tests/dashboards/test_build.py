@@ -171,11 +171,16 @@ def test_the_grafanalib_generator_gives_the_same_json(tmp_path):
 
 
 def test_slo_dashboard_has_one_generated_row_per_slo(tmp_path):
-    """A spec with one more SLO (a copy of Availability under another name) gets one more row."""
+    """A spec with one more SLO (a copy of Availability under another name and service: two SLOs of one
+    service on the same series are refused) gets one more row."""
     spec = DEFAULT_SPEC.read_text()
     availability = spec[spec.index("  - name: Availability") :]
     three = tmp_path / "slo.yaml"
-    three.write_text(spec.rstrip() + "\n" + availability.replace("name: Availability", "name: CheckoutAvailability"))
+    three.write_text(
+        spec.rstrip()
+        + "\n"
+        + availability.replace("name: Availability", "name: CheckoutAvailability\n    service: checkout")
+    )
     source = next(b.source for b in dashboards() if b.uid == "obsbox-slo-burn")
     for path in (DEFAULT_SPEC, three):
         with slos.using(path):

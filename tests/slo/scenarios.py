@@ -7,7 +7,6 @@ computed here from the schedule alone, never from the generated rules.
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import yaml
 from obsbox import conventions
 from obsbox.slo import SLO, parse_selector
 from obsbox.slo.rules import RECORDED_FROM_SECONDS, seconds
+from obsbox.slo.testgen import values
 
 PER_MINUTE = 10_000.0  # events per minute unless a segment says otherwise
 MARGIN = 0.005  # a window average this close to a threshold makes a scenario ambiguous
@@ -62,20 +62,6 @@ def run_rule_tests(directory: Path, rules_text: str, tests: list[dict[str, Any]]
     ]
     assert not failures, "promtool test rules failed:\n" + "\n".join(failures)
     assert all("SUCCESS" in r.stdout for r in results)
-
-
-def values(increments: Sequence[float]) -> str:
-    """A counter from 0 rising by ``increments[i]`` at minute i+1, in promtool's ``a+bxn`` notation."""
-    terms, total = ["0"], 0.0
-    for step, run in itertools.groupby(increments):
-        count = len(list(run))
-        terms.append(f"{_n(total + step)}+{_n(step)}x{count - 1}")
-        total += step * count
-    return " ".join(terms)
-
-
-def _n(value: float) -> str:
-    return repr(round(value, 6))
 
 
 def minutes(schedule: Sequence[Segment]) -> int:

@@ -179,7 +179,7 @@ def test_a_spec_wide_policy_is_checked_and_an_slos_own_replaces_it(tmp_path, cap
         return [
             (r["alert"], r["labels"]["severity"])
             for r in group["rules"]
-            if r.get("alert", conventions.SLO_ALERT) != conventions.SLO_ALERT
+            if r.get("alert", conventions.SLO_ALERT) not in (conventions.SLO_ALERT, conventions.SLO_NO_DATA_ALERT)
         ]
 
     assert policy_alerts(spec("", top=top)) == [("ErrorBudgetExhausted", "page")]
