@@ -322,6 +322,15 @@ def query_variable(name: str, label: str, *, metric: str, label_name: str, match
     return t
 
 
+def custom_variable(name: str, label: str, values: Sequence[str]) -> g.Template:
+    """A multi-value variable over fixed ``values``, All by default (``.*`` in the queries)."""
+    t = g.Template(
+        name=name, label=label, query=",".join(values), type="custom", includeAll=True, multi=True, allValue=".*"
+    )
+    t._current = {"selected": True, "text": ["All"], "value": [ALL]}
+    return t
+
+
 def textbox_variable(name: str, label: str) -> g.Template:
     t = g.Template(name=name, label=label, query="", type="textbox")
     t._current = {"selected": False, "text": "", "value": ""}

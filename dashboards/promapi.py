@@ -76,9 +76,8 @@ class Prometheus:
         return [e["labels"] for s in data for e in s.get("exemplars", [])]
 
     def alerts(self) -> list[dict]:
-        """The active alerts, pending and firing: ``labels``, ``annotations`` (as rendered), ``state``."""
-        alerts: list[dict] = self._get("/api/v1/alerts", {})["alerts"]
-        return alerts
+        """The alerts Prometheus holds, pending or firing, with their labels and rendered annotations."""
+        return list(self._get("/api/v1/alerts", {})["alerts"])
 
     @staticmethod
     def _series(data: dict) -> list[Series]:

@@ -4,12 +4,15 @@ from obsbox import conventions as c
 from obsbox.dashboards import panels as p
 from obsbox.dashboards import queries as q
 from obsbox.dashboards import slos
+from obsbox.dashboards.queries import Query
+from obsbox.slo.policies import BURN_DASHBOARD, SLO_VARIABLE, describe
 
 BURN_COLORS = ("yellow", "orange", "red", "dark-red")  # for the alert factors, lowest first
 
 grid = p.Grid()
-for slo in slos.load():
-    sel = slos.selector(slo)
+spec = slos.load()
+for slo in spec:
+    sel = slos.panel_selector(slo)
     factors = sorted({cond.factor for cond in slo.burn_conditions()})
     conditions = "; ".join(
         f"{cond.severity} at {cond.factor:g}x over {cond.long_window} and {cond.short_window}"
@@ -101,13 +104,51 @@ for slo in slos.load():
             ),
             key=f"{slo.name}/overspend",
         )
+    if slo.policy:
+        grid.add(
+            p.timeseries(
+                "Error-budget policy",
+                f"Share of the {slo.window} error budget left, against the policy's steps (the lines): "
+                f"{describe(slo.policy)}. Each step is an alert while the budget is below its line.",
+                [q.budget_remaining(sel)],
+                unit="percentunit",
+                thresholds=slos.policy_thresholds(slo),
+                lines=True,
+            ),
+            key=f"{slo.name}/policy",
+        )
+    if slo.sli.kind == "latency":
+        threshold = slo.sli.threshold or 0.0
+        grid.add(
+            p.timeseries(
+                "Slow requests: exemplars to traces and logs",
+                f"The latency at the objective ({slo.objective:.2%} of requests are faster) against the "
+                f"threshold of {threshold:g} s (the line). The dots are exemplars: single requests with "
+                "their trace ID; those above the line are the slow ones. Click one to open its trace in "
+                "Tempo, and from the trace its logs in Loki.",
+                [
+                    Query(
+                        f"{slos.latency_quantile(slo)}\nand on ()\n{q.slo_objective(sel).expr}",
+                        f"P{slo.objective * 100:g}",
+                    )
+                ],
+                unit="s",
+                thresholds=p.steps((threshold, "red")),
+                lines=True,
+                exemplar=True,
+            ),
+            key=f"{slo.name}/slow",
+        )
 
 dashboard = p.dashboard(
-    uid="obsbox-slo-burn",
+    uid=BURN_DASHBOARD,
     title="obsbox / SLO burn",
     description=f"Every SLO of {slos.spec_path().name}: SLI against objective, error budget, multi-window burn "
     "rates with the alert thresholds, alert states.",
     grid=grid,
-    variables=p.standard_variables(f"{c.REQUEST_DURATION}_count"),
+    variables=[
+        *p.standard_variables(f"{c.REQUEST_DURATION}_count"),
+        p.custom_variable(SLO_VARIABLE, "SLO", [slo.name for slo in spec]),
+    ],
     tags=["slo"],
 )

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from obsbox import conventions as c
 from obsbox import slo as slo_spec
+from obsbox.dashboards import panels as p
 from obsbox.dashboards.panels import DashboardError
+from obsbox.slo.policies import SLO_VARIABLE
 
 _spec: Path | None = None
 
@@ -44,6 +46,11 @@ def selector(slo: slo_spec.SLO) -> str:
     return ",".join(str(m) for m in slo.identity)
 
 
+def panel_selector(slo: slo_spec.SLO) -> str:
+    """:func:`selector`, narrowed by the burn dashboard's SLO variable, which an alert's link sets."""
+    return f'{selector(slo)},slo=~"${SLO_VARIABLE}"'
+
+
 def burn_windows(slo: slo_spec.SLO) -> list[str]:
     """The windows its rules record a burn rate for, shortest first, without the period itself."""
     return [w for w in slo_spec.slo_windows(slo) if w != slo.window]
@@ -61,3 +68,23 @@ def reply_latency_threshold() -> float:
     threshold = reply_latency_slo().sli.threshold
     assert threshold is not None  # a loaded latency SLO always has one
     return threshold
+
+
+def latency_quantile(slo: slo_spec.SLO) -> str:
+    """The latency at the SLO's objective (P95 for 95%), over 5m, from its histogram: above the
+    threshold, that 5m missed the objective. Its exemplars are single requests with their trace."""
+    sli = slo.sli
+    if sli.kind != "latency" or sli.metric is None:
+        raise DashboardError(f"SLO {slo.name} is not a latency SLO; it has no histogram to draw")
+    if sli.histogram == "native":
+        return f"histogram_quantile({slo.objective:g}, sum(rate({slo_spec.Selector(sli.metric, slo.matchers)}[5m])))"
+    buckets = slo_spec.Selector(f"{sli.metric}_bucket", slo.matchers)
+    return f"histogram_quantile({slo.objective:g}, sum by (le) (rate({buckets}[5m])))"
+
+
+def policy_thresholds(slo: slo_spec.SLO) -> list[dict]:
+    """The policy's steps as threshold steps of the budget remaining: green above the highest, darker below each."""
+    colors = ("green", "yellow", "orange", "red")
+    levels = sorted({step.threshold for step in slo.policy or ()}, reverse=True)
+    steps = [(level, colors[min(i, len(colors) - 1)]) for i, level in enumerate(levels)]
+    return p.steps(*reversed(steps), base="dark-red")

@@ -197,6 +197,8 @@ def _convert(tp: Any, value: Any, doc: Document, path: KeyPath) -> Any:  # noqa:
             if len(options) < len(get_args(tp)):
                 return None
             raise doc.error(path, "a value is required")
+        if len(options) == 1:  # X | None: X's own error, at the key inside it that is wrong
+            return _convert(options[0], value, doc, path)
         errors: list[str] = []
         for option in options:
             converted = _try_convert(option, value, doc, path, errors)

@@ -12,6 +12,7 @@ from pathlib import Path
 from obsbox.config import ConfigError, load_yaml
 from obsbox.logrules import Rule, load_rules
 from obsbox.slo import openslo, testgen
+from obsbox.slo.policies import describe
 from obsbox.slo.rules import emit, estimates, render, rules, slo_windows, up_to_date
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import DEFAULT_SPEC, load
@@ -111,6 +112,8 @@ def _check(args: argparse.Namespace) -> int:
         )
         for c in slo.burn_conditions():
             print(f"  {c.severity}: burn >= {num(c.factor)} over {c.long_window} and {c.short_window}")
+        if slo.policy:
+            print(f"  policy: {describe(slo.policy)}")
         if estimate := slo.sli.estimate():
             print(f"  estimate: {estimate}")
     if args.rules is not None and not up_to_date(args.rules, text, f"obsbox slo build {args.spec} --out {args.rules}"):

@@ -4,7 +4,8 @@ Out: each SLO is an OpenSLO ``SLO`` with its SLI inline: a latency SLI is a ``th
 histogram (``op: lte``, the threshold as ``value``), an availability SLI a ``ratioMetric`` of counters;
 a rolling ``timeWindow``, ``Occurrences`` budgeting, and ``alertPolicies`` naming one ``AlertPolicy``
 per burn-rate condition obsbox alerts on, each sent to one ``AlertNotificationTarget`` (Alertmanager).
-What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, stage budgets, ...) is kept in
+What OpenSLO has no field for (the runbook, buckets, off_bucket, older names, stage budgets, the
+error-budget policy, a dashboard_url other than the default, ...) is kept in
 ``metadata.annotations`` under ``obsbox.dev/``, so an export reads back as the same SLOs.
 
 In: ``SLO`` documents with their SLI inline or by ``indicatorRef``, Prometheus metric sources (inline
@@ -15,6 +16,7 @@ Documents no SLO refers to are checked for their apiVersion and kind only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -25,9 +27,10 @@ from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
 from obsbox.durations import parse_duration
+from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
-from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, known_histograms
+from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, SpecFile, known_histograms
 
 API_VERSION = "openslo/v1"
 PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
@@ -41,7 +44,8 @@ _LABEL_VALUE = re.compile(r"[a-z0-9A-Z][a-z0-9A-Z._-]{0,61}[a-z0-9A-Z]?")  # the
 _SUM = re.compile(r"\s*sum\s*\((.*)\)\s*", re.DOTALL)
 DESCRIPTION_MAX = 1050
 LATENCY_ANNOTATIONS = ("histogram", "off-bucket", "buckets", "older-names")  # the spec's keys, '_' as '-'
-JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels", "budgets"}  # lists and mappings, as JSON
+# lists and mappings, as JSON
+JSON_ANNOTATIONS = {"buckets", "older-names", "filters", "counters", "labels", "budgets", "policy"}
 
 
 # --- out ----------------------------------------------------------------------------------------
@@ -108,6 +112,10 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
         annotations["runbook-url"] = slo.runbook_url
     if slo.budgets is not None:
         annotations["budgets"] = json.dumps(slo.budgets.plain())
+    if slo.policy:
+        annotations["policy"] = json.dumps([dataclasses.asdict(step) for step in slo.policy])
+    if slo.dashboard_url not in (None, DEFAULT_DASHBOARD_URL):
+        annotations["dashboard-url"] = str(slo.dashboard_url)
     service = str(slo.service)
     if not _DNS_LABEL.fullmatch(service):
         annotations["service"], service = service, openslo_name(service)
@@ -301,6 +309,7 @@ def _validated(node: Node, entry: dict[str, Any], histograms: Mapping[str, Seque
         raise node.error(
             ("metadata", "annotations"), f"obsbox refuses the SLO it makes: {exc.key}: {exc.message}"
         ) from None
+    slo.inherit(SpecFile(slos=[]))
     slo.sli.resolve(histograms)
     for key, message in slo.problems(histograms):
         hint = f" (say so with the SLI's annotation {PREFIX}buckets)" if key == ("sli", "metric") else ""
@@ -344,6 +353,10 @@ def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) ->
         entry["runbook_url"] = annotations["runbook-url"]
     if "budgets" in annotations:
         entry["budgets"] = annotations["budgets"]
+    if "policy" in annotations:
+        entry["policy"] = annotations["policy"]
+    if "dashboard-url" in annotations:
+        entry["dashboard_url"] = annotations["dashboard-url"]
     return entry
 
 

@@ -34,7 +34,9 @@ from obsbox.config import ConfigError
 from obsbox.durations import format_duration as duration
 from obsbox.durations import parse_duration as seconds
 from obsbox.logrules import Rule, load_rules
+from obsbox.slo import policies
 from obsbox.slo.budgets import OVERSPEND_ANNOTATION, SPEND_WINDOW, overspend_text, stage_rules
+from obsbox.slo.policies import PolicyStep
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import SLO, check
 
@@ -131,11 +133,13 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                     ),
                     slo.runbook,
                     slo.runbook_url,
+                    policies.dashboard_link(slo, condition.long_window),
                 )
                 | overspend,
             }
         )
     out.append(no_data_alert(slo))
+    out += [policy_alert(slo, step) for step in slo.policy or ()]
     return {"name": f"obsbox-slo-{slo.name}", "rules": out}
 
 
@@ -153,6 +157,22 @@ def no_data_alert(slo: SLO) -> dict[str, Any]:
             f"Query {total} in Prometheus: no series means the target is not scraped (check its up series) or "
             "the metric was renamed (list the old name under sli.older_names, or fix the spec's name and "
             "filters); series without increase mean no traffic.",
+        ),
+    }
+
+
+def policy_alert(slo: SLO, step: PolicyStep) -> dict[str, Any]:
+    """A step of the SLO's error-budget policy: an alert on the budget remaining over its period."""
+    return {
+        "alert": step.name,
+        "expr": f"{slo.recorded(conventions.SLO_BUDGET_REMAINING)} {step.comparison}",
+        "labels": {"severity": step.severity, "slo": slo.name, "service": slo.service, **slo.labels, **step.labels},
+        "annotations": _annotations(
+            policies.summary(slo, step),
+            policies.description(slo, step),
+            slo.runbook,
+            slo.runbook_url,
+            policies.dashboard_link(slo, slo.window),
         ),
     }
 
@@ -224,11 +244,15 @@ def gpu_group() -> dict[str, Any]:
     }
 
 
-def _annotations(summary: str, description: str, runbook: str, url: str | None = None) -> dict[str, str]:
+def _annotations(
+    summary: str, description: str, runbook: str, url: str | None = None, dashboard: str | None = None
+) -> dict[str, str]:
     out = {"summary": summary, "description": f"{description.strip()} Runbook: {runbook.strip()}"}
     out["runbook"] = runbook.strip()
     if url:
         out["runbook_url"] = url
+    if dashboard:
+        out["dashboard"] = dashboard
     return out
 
 

@@ -3,6 +3,9 @@
 A spec file lists SLOs; each names its service, objective, period (``window``), runbook and SLI::
 
     service: gateway                  # default for every SLO below
+    dashboard_url: http://localhost:3000  # Grafana, for the alerts' links to the SLO burn dashboard
+    policy:                           # the error-budget policy of every SLO below (obsbox.slo.policies)
+      - {below: 10%, severity: page, labels: {action: freeze-deploys}}
     slos:
       - name: ReplyLatency
         objective: 0.95               # a ratio in (0, 1)
@@ -20,6 +23,7 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           metric: gateway_stage_duration_seconds
           stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
           slack: 10ms                 # with the stages, adds up to the threshold
+        # policy: []                  # this SLO's own policy, replacing the one above ([]: none)
       - name: Availability
         objective: 0.99
         sli:
@@ -33,6 +37,7 @@ Every problem is reported as ``file:line: key: what is wrong``.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -46,8 +51,10 @@ from prometheus_client.utils import floatToGoString
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
+from obsbox.slo import policies
 from obsbox.slo.budgets import Budgets
 from obsbox.slo.matching import common_series
+from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
 from obsbox.slo.selectors import (
     LABEL_NAME,
     METRIC_NAME,
@@ -353,6 +360,17 @@ class SLO:
     filters: list[str] = field(default_factory=list)
     labels: dict[str, str] = field(default_factory=dict)
     budgets: Budgets | None = None  # a latency SLO's threshold split among its stages (budgets.py)
+    policy: list[PolicyStep] | None = None  # None: the spec's (obsbox.slo.policies)
+    dashboard_url: str | None = None  # Grafana's base URL for the alerts' dashboard links
+
+    def inherit(self, spec: SpecFile) -> None:
+        """Take the spec-wide settings this SLO does not set itself."""
+        if self.service is None:
+            self.service = spec.service
+        if self.policy is None:
+            self.policy = copy.deepcopy(spec.policy)
+        if self.dashboard_url is None:
+            self.dashboard_url = spec.dashboard_url
 
     @property
     def error_budget(self) -> float:
@@ -436,6 +454,7 @@ class SLO:
                 (("budgets", *key), message)
                 for key, message in self.budgets.problems(self.sli.kind, self.sli.threshold)
             ]
+        out += policies.problems(self.policy or [], RESERVED_LABELS) + policies.url_problems(self.dashboard_url)
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:
@@ -458,6 +477,8 @@ class SLO:
 class SpecFile:
     slos: list[SLO]
     service: str | None = None
+    policy: list[PolicyStep] = field(default_factory=list)  # every SLO's that has none of its own
+    dashboard_url: str = DEFAULT_DASHBOARD_URL
 
 
 def load(path: str | Path, log_rules: Sequence[Rule] | None = None) -> list[SLO]:
@@ -474,9 +495,10 @@ def _load(doc: Document, log_rules: Sequence[Rule] | None) -> list[SLO]:
     spec = build(SpecFile, doc.data, doc)
     histograms = known_histograms(log_rules)
     seen: dict[str, int] = {}
+    for key, message in policies.problems(spec.policy, RESERVED_LABELS) + policies.url_problems(spec.dashboard_url):
+        raise doc.error(key, message)
     for i, slo in enumerate(spec.slos):
-        if slo.service is None:
-            slo.service = spec.service
+        slo.inherit(spec)
         slo.sli.resolve(histograms)
         for key, message in slo.problems(histograms):
             raise doc.error(("slos", i, *key), message)

@@ -25,6 +25,7 @@ from obsbox import conventions
 from obsbox.durations import parse_duration as seconds
 from obsbox.slo.budgets import without_stage_data
 from obsbox.slo.matching import BAD_VALUES, GOOD_VALUES, label_set, negated
+from obsbox.slo.policies import dashboard_link
 from obsbox.slo.rules import NO_DATA_FOR, RECORDED_FROM_SECONDS, dump, slo_group
 from obsbox.slo.selectors import Matcher, Selector, num
 from obsbox.slo.spec import SLO, BurnCondition, go_float
@@ -276,10 +277,11 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
     burn = {r["labels"]["long_window"]: r for r in built if r.get("alert") == conventions.SLO_ALERT}
     (gone,) = [r for r in built if r.get("alert") == conventions.SLO_NO_DATA_ALERT]
 
-    def expected(rules: Sequence[Alert]) -> list[Alert]:
+    def expected(rules: Sequence[Alert], at: int) -> list[Alert]:
         named = {"slo": slo.name, "service": str(slo.service)}  # the cases feed no stage series
         return [
-            {"exp_labels": r["labels"], "exp_annotations": without_stage_data(r["annotations"], named)} for r in rules
+            {"exp_labels": r["labels"], "exp_annotations": without_stage_data(rendered(slo, r, at), named)}
+            for r in rules
         ]
 
     tests = []
@@ -305,18 +307,27 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
                         {
                             "eval_time": f"{at}m",
                             "alertname": conventions.SLO_ALERT,
-                            "exp_alerts": expected([burn[c.long_window] for c in fired]),
+                            "exp_alerts": expected([burn[c.long_window] for c in fired], at),
                         },
                         {
                             "eval_time": f"{at}m",
                             "alertname": conventions.SLO_NO_DATA_ALERT,
-                            "exp_alerts": expected([gone] if gone_now else []),
+                            "exp_alerts": expected([gone] if gone_now else [], at),
                         },
                     )
                 ],
             }
         )
     return {"rule_files": [rules_file], "evaluation_interval": f"{STEP}m", "tests": tests}
+
+
+def rendered(slo: SLO, rule: Alert, at: int) -> dict[str, str]:
+    """The alert's annotations as an evaluation at minute ``at`` renders them: the dashboard link's
+    range ends there (obsbox.slo.policies.dashboard_link)."""
+    annotations = dict(rule["annotations"])
+    if "dashboard" in annotations:
+        annotations["dashboard"] = dashboard_link(slo, rule["labels"]["long_window"], at * 60)
+    return annotations
 
 
 def _turns(checks: list[Check]) -> list[Check]:

@@ -15,6 +15,7 @@ FILLED = {
     "route": ".*",
     "model": ".*",
     "source": ".*",
+    "slo": ".*",
     "trace_id": "",
     "__rate_interval": "15s",
     "__interval": "15s",

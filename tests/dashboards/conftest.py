@@ -11,6 +11,8 @@ dashboards: Grafana, Loki and Tempo cannot run here. Still unverified:
     (heatmap options, state-timeline mappings, the table's merge transformation, variable queries);
   - exemplar links to Tempo: the heatmap asks for exemplars, and Prometheus returns them with trace IDs
     (slow test); the link itself is the datasource's exemplarTraceIdDestinations, in provisioning;
+  - SLO alerts' dashboard links: rendered by Prometheus 2.42 (slow test) and by promtool, matched to
+    the built dashboard's UID and slo variable; no Grafana opened one (var-slo, from/to in ms);
   - import: run against an HTTP double of Grafana's documented API (/api/folders, /api/dashboards/db,
     401/403/404/409/412), not a real Grafana;
   - PromQL: parsed by promtool 2.42 and run on Prometheus 2.42; compose runs Prometheus 3;

@@ -120,10 +120,10 @@ def core_expressions() -> dict[str, str]:
     }
     for slo in slos.load():
         for window in slos.burn_windows(slo):
-            core[f"{slo.name} burn rate {window}"] = q.burn_rate(slos.selector(slo), window).expr
+            core[f"{slo.name} burn rate {window}"] = q.burn_rate(slos.panel_selector(slo), window).expr
         if slo.budgets is not None:  # the untuned demo overspends: both stage panels have data
-            core[f"{slo.name} stage spend"] = q.stage_spend(slos.selector(slo)).expr
-            core[f"{slo.name} stages over budget"] = q.stage_overspend(slos.selector(slo)).expr
+            core[f"{slo.name} stage spend"] = q.stage_spend(slos.panel_selector(slo)).expr
+            core[f"{slo.name} stages over budget"] = q.stage_overspend(slos.panel_selector(slo)).expr
     return core
 
 
@@ -179,6 +179,26 @@ def test_every_promql_expression_runs_and_the_core_panels_and_report_show_data(s
     exemplars = api.query_exemplars(f"{c.REPLY_LATENCY}_bucket", now - 120, now)
     trace_ids = [labels.get("trace_id", "") for labels in exemplars]
     assert trace_ids and all(re.fullmatch(r"[0-9a-f]{32}", t) for t in trace_ids), trace_ids[:5]
+    # The SLO burn dashboard's slow requests: its query, as Grafana sends it, gets the same exemplars.
+    (slow,) = [item for item in found if item.panel.startswith("Slow requests")]
+    assert slow not in empty, slow.promql()
+    slow_ids = {labels.get("trace_id", "") for labels in api.query_exemplars(slow.promql(), now - 120, now)}
+    assert slow_ids and slow_ids <= set(trace_ids), sorted(slow_ids - set(trace_ids))[:5]
+
+    # The SLO alerts as Prometheus renders them: the untuned replies have spent ReplyLatency's budget,
+    # and the policy's last step links the burn dashboard over the 30 days up to its evaluation.
+    held = {(a["labels"]["alertname"], a["labels"].get("slo")): a for a in api.alerts()}
+    exhausted = held[("ErrorBudgetExhausted", "ReplyLatency")]
+    assert exhausted["labels"]["severity"] == "page" and exhausted["labels"]["action"] == "freeze-deploys"
+    assert "of its 30d error budget left" in exhausted["annotations"]["description"]
+    assert "{{" not in exhausted["annotations"]["description"]
+    link = re.fullmatch(
+        r"http://localhost:3000/d/obsbox-slo-burn\?var-slo=ReplyLatency&from=(\d+)&to=(\d+)",
+        exhausted["annotations"]["dashboard"],
+    )
+    assert link, exhausted["annotations"]["dashboard"]
+    start, end = int(link[1]), int(link[2])
+    assert end - start == 30 * 86400 * 1000 and abs(end / 1000 - time.time()) < 60
 
     # The report, through the command, for the range the stack ran.
     out = stack["tmp"] / "report" / "report.html"

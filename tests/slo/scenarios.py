@@ -160,10 +160,20 @@ def expected_alerts(rules: dict[str, Any], slos: Sequence[SLO], schedule: Sequen
         for condition in firing(slo, schedule, at):
             rule = alert_rule(rules, slo, condition)
             named = {"slo": slo.name, "service": str(slo.service)}  # no stage series among the inputs
-            out.append(
-                {"exp_labels": rule["labels"], "exp_annotations": without_stage_data(rule["annotations"], named)}
-            )
+            link = dashboard_link(slo, condition.long_window, at)
+            annotations = without_stage_data({**rule["annotations"], "dashboard": link}, named)
+            out.append({"exp_labels": rule["labels"], "exp_annotations": annotations})
     return out
+
+
+def dashboard_link(slo: SLO, window: str, at: int) -> str:
+    """The burn dashboard for ``slo`` from ``window`` before minute ``at`` to it, in milliseconds, as an
+    alert evaluated at ``at`` links it."""
+    end = at * 60
+    return (
+        f"{slo.dashboard_url}/d/obsbox-slo-burn?var-slo={slo.name}"
+        f"&from={(end - seconds(window)) * 1000:.0f}&to={end * 1000}"
+    )
 
 
 def alert_rule(rules: dict[str, Any], slo: SLO, condition) -> dict[str, Any]:

@@ -97,6 +97,13 @@ def test_the_export_keeps_in_annotations_what_openslo_cannot_say():
     assert ttft["metadata"]["annotations"]["obsbox.dev/runbook"].startswith("Read the queue and prefill panels")
     seed = {d["metadata"]["name"]: d for d in openslo.export(load(DEFAULT_SPEC))}
     assert seed["reply-latency"]["metadata"]["annotations"]["obsbox.dev/name"] == "ReplyLatency"
+    policy = json.loads(seed["reply-latency"]["metadata"]["annotations"]["obsbox.dev/policy"])
+    assert [(step["below"], step["exhausted"], step["severity"]) for step in policy] == [
+        ("50%", False, "ticket"),
+        ("10%", False, "page"),
+        (None, True, "page"),
+    ]
+    assert "obsbox.dev/dashboard-url" not in seed["reply-latency"]["metadata"]["annotations"]  # the default
     assert seed["availability"]["spec"]["indicator"]["spec"]["ratioMetric"]["bad"] == {
         "metricSource": {
             "type": "Prometheus",

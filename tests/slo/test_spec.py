@@ -123,7 +123,7 @@ def test_rules_have_the_conventions_names_and_labels():
         if rule.get("record") in ratios[ratios.index("slo:sli_error:ratio_rate1d") :]:
             assert "gateway_reply" not in rule["expr"] and slo.ERROR_EVENTS_RATE in rule["expr"]
     alerts = [r for r in group["rules"] if r.get("alert") == conventions.SLO_ALERT]
-    (no_data,) = [r for r in group["rules"] if "alert" in r and r not in alerts]
+    (no_data,) = [r for r in group["rules"] if r.get("alert") == conventions.SLO_NO_DATA_ALERT]
     assert no_data["alert"] == conventions.SLO_NO_DATA_ALERT and no_data["for"] == "10m"
     assert no_data["expr"] == 'absent(slo:sli_events:rate5m{service="gateway",slo="ReplyLatency"})'
     assert no_data["labels"] == {"severity": "ticket", "slo": "ReplyLatency", "service": "gateway"}
@@ -138,7 +138,7 @@ def test_rules_have_the_conventions_names_and_labels():
         for a in alerts
     ] == expected
     for a in alerts:
-        assert {"summary", "description", "runbook"} <= set(a["annotations"])
+        assert {"summary", "description", "runbook", "dashboard"} <= set(a["annotations"])
         assert a["annotations"]["runbook"] in a["annotations"]["description"]
 
 
