@@ -12,6 +12,7 @@ import yaml
 from obsbox import conventions, slo
 from obsbox.config import ConfigError
 from obsbox.slo.budgets import OVERSPEND_ANNOTATION, STAGE_OVERSPEND, STAGE_SPEND, WITHIN_BUDGET, overspend_text
+from obsbox.slo.policies import dashboard_link
 from tests.slo.scenarios import run_rule_tests, values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,10 +122,14 @@ def rendered(rules: dict, overspend: str) -> list[dict]:
     replaced by the text Prometheus should render from it."""
     (group,) = [g for g in rules["groups"] if g["name"] == "obsbox-slo-ReplyLatency"]
     template = overspend_text(SEED_LABELS)
+    (seed,) = [s for s in slo.load(slo.DEFAULT_SPEC) if s.name == "ReplyLatency"]
     return [
         {
             "exp_labels": rule["labels"],
-            "exp_annotations": {k: v.replace(template, overspend) for k, v in rule["annotations"].items()},
+            "exp_annotations": {
+                **{k: v.replace(template, overspend) for k, v in rule["annotations"].items()},
+                "dashboard": dashboard_link(seed, rule["labels"]["long_window"], MINUTES * 60),
+            },
         }
         for rule in group["rules"]
         if rule.get("alert") == conventions.SLO_ALERT
