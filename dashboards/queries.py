@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from obsbox import conventions as c
+from obsbox.durations import parse_duration
 from obsbox.llm.spec import SIGNALS, Signal
 from obsbox.slo.budgets import STAGE_BUDGET, STAGE_OVERSPEND, STAGE_SPEND
 
@@ -290,8 +291,9 @@ def stage_overspend(selector: str) -> Query:
 
 
 def _recorded(metric: str, selector: str) -> str:
-    if window_of(metric) not in (None, *c.SLO_WINDOWS):
-        raise ValueError(f"{metric}: unknown SLO window; conventions.SLO_WINDOWS has {c.SLO_WINDOWS}")
+    window = window_of(metric)
+    if window is not None:
+        parse_duration(window)  # a window the SLO rules record: any Prometheus duration, as periods scale them
     return f"{metric}{{{selector}}}"
 
 

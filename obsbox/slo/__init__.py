@@ -19,7 +19,7 @@ from obsbox.slo.rules import (
     write,
 )
 from obsbox.slo.selectors import Matcher, Selector, parse_matcher, parse_selector
-from obsbox.slo.spec import DEFAULT_RULES, DEFAULT_SPEC, PERIODS, SLI, SLO, BurnCondition, check, load, loads
+from obsbox.slo.spec import DEFAULT_RULES, DEFAULT_SPEC, SLI, SLO, BurnCondition, check, load, loads
 
 __all__ = [
     "DECODE_QPS",
@@ -30,7 +30,6 @@ __all__ = [
     "GPU_MEMORY",
     "GPU_SCALE_DOWN_ALERT",
     "GPU_SCALE_UP_ALERT",
-    "PERIODS",
     "SLI",
     "SLO",
     "BurnCondition",

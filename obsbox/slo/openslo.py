@@ -26,17 +26,25 @@ from pathlib import Path
 from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
-from obsbox.durations import parse_duration
+from obsbox.durations import UNITS, format_duration, parse_duration
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
-from obsbox.slo.spec import COUNTER_SUFFIXES, PERIODS, RESERVED_LABELS, SLO, BurnCondition, SpecFile, known_histograms
+from obsbox.slo.spec import (
+    COUNTER_SUFFIXES,
+    RESERVED_LABELS,
+    SLO,
+    BurnCondition,
+    SpecFile,
+    known_histograms,
+    period_problem,
+)
 
 API_VERSION = "openslo/v1"
 PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
 NOTIFICATION_TARGET = "obsbox-alertmanager"
 KINDS = ("SLO", "SLI", "DataSource", "AlertPolicy", "AlertCondition", "AlertNotificationTarget", "Service")
-WINDOWS = {**{window: window for window in PERIODS}, "4w": "28d"}  # OpenSLO duration -> obsbox period
+CALENDAR_UNITS = ("M", "Q", "Y")  # OpenSLO's months, quarters and years, whose lengths vary
 THRESHOLD_OPS = ("lte", "lt")  # a latency SLI counts the requests at or under its threshold
 BURN_OPS = ("gte", "gt")  # obsbox alerts when the burn rate reaches the condition's factor
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.name (RFC 1123, as the Go SDK checks)
@@ -126,7 +134,7 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
     spec |= {
         "service": service,
         "indicator": {"metadata": _metadata(name, sli_annotations), "spec": sli},
-        "timeWindow": [{"duration": slo.window, "isRolling": True}],
+        "timeWindow": [{"duration": openslo_duration(slo.window), "isRolling": True}],
         "budgetingMethod": "Occurrences",
         "objectives": [{**objective, "target": slo.objective}],
         "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()],
@@ -469,10 +477,23 @@ def _window(spec: Node) -> str:
     window = spec.child("timeWindow", 0)
     if window.get("calendar") is not None or window.get("isRolling") is False:
         raise window.error((), "a calendar-aligned window: obsbox's windows roll (isRolling: true)")
-    duration = window.get("duration")
-    if duration not in WINDOWS:
-        raise window.error(("duration",), f"{duration}: obsbox's periods are {', '.join(WINDOWS)} (rolling)")
-    return WINDOWS[duration]
+    duration = str(window.get("duration"))
+    if duration.endswith(CALENDAR_UNITS):
+        raise window.error(("duration",), f"{duration}: months, quarters and years vary in length; use days or weeks")
+    try:
+        period = format_duration(parse_duration(duration))
+    except ValueError as exc:
+        raise window.error(("duration",), str(exc)) from None
+    if (problem := period_problem(period)) is not None:
+        raise window.error(("duration",), problem)
+    return period
+
+
+def openslo_duration(window: str) -> str:
+    """An obsbox period in OpenSLO's shorthand, one number and one unit: 30d, 36h."""
+    seconds = int(parse_duration(window))
+    unit = next(u for u in ("d", "h", "m") if seconds % int(UNITS[u]) == 0)
+    return f"{seconds // int(UNITS[unit])}{unit}"
 
 
 def _labels(node: Node, annotations: Mapping[str, Any]) -> dict[str, str]:

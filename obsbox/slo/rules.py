@@ -44,6 +44,7 @@ ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per 
 EVENTS_RATE = "slo:sli_events:rate5m"  # {slo, service}: events per second over 5m
 NO_DATA_FOR = "10m"  # how long the SLI's events may have no series before SLONoData fires
 RECORDED_FROM_SECONDS = 86400  # windows this long or longer are computed from the two series above
+ALWAYS_RECORDED = ("5m", "1h")  # whatever the period: the current burn rate and the burn dashboard read them
 GPU_MEMORY = "gateway:gpu_memory_utilization:avg"
 DECODE_QPS = "gateway:decode_qps:rate1m"
 GPU_SCALE_UP_ALERT = "GPUScaleUp"
@@ -54,7 +55,8 @@ GPU_GROUP = "obsbox-gpu-autoscaling"
 
 def slo_windows(slo: SLO) -> list[str]:
     """Every window the SLO's rules record, shortest first; for a 30-day SLO, ``conventions.SLO_WINDOWS``."""
-    windows = {w for c in slo.burn_conditions() for w in (c.long_window, c.short_window)} | {slo.window}
+    windows = {w for c in slo.burn_conditions() for w in (c.long_window, c.short_window)}
+    windows |= {slo.window, *ALWAYS_RECORDED}
     return sorted(windows, key=seconds)
 
 

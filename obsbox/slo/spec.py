@@ -9,7 +9,7 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
     slos:
       - name: ReplyLatency
         objective: 0.95               # a ratio in (0, 1)
-        window: 30d                   # the period; 30d (default) or 28d
+        window: 30d                   # the rolling period, 1d to 90d; 30d by default
         sli:
           kind: latency               # good = _bucket{le=THRESHOLD}, total = _count
           metric: gateway_reply_latency_seconds
@@ -50,6 +50,7 @@ from prometheus_client.utils import floatToGoString
 
 from obsbox import conventions
 from obsbox.config import ConfigError, Document, KeyPath, build, load_yaml, parse_yaml
+from obsbox.durations import format_duration, parse_duration
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import Budgets
@@ -82,8 +83,10 @@ DEFAULT_SPEC = _shipped("slo.yaml")
 # time (the tests compare it with a fresh build).
 DEFAULT_RULES = Path(__file__).resolve().parents[2] / "compose" / "prometheus" / "rules" / "slo.rules.yml"
 
-BASE_PERIOD_DAYS = 30  # conventions.BURN_THRESHOLDS are the SRE Workbook's factors for a 30-day period
-PERIODS = {"28d": 28, "30d": 30}
+BASE_PERIOD = "30d"  # conventions.BURN_THRESHOLDS are the SRE Workbook's windows and factors for 30 days
+WORKBOOK_PERIODS = ("28d", BASE_PERIOD)  # four-week periods keep the workbook's windows (as Sloth does)
+PERIOD_RANGE = ("1d", "90d")  # the rolling periods obsbox builds alerts for
+SHORTEST_WINDOW = "5m"  # the rate obsbox records; a scaled alert window is never shorter
 RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket")  # what a counter's name ends in
@@ -117,6 +120,54 @@ class BurnCondition:
     factor: float
     long_window: str
     short_window: str
+
+
+def period_problem(window: str) -> str | None:
+    """Why ``window`` is not a rolling period obsbox builds alerts for, or None."""
+    low, high = (parse_duration(bound) for bound in PERIOD_RANGE)
+    try:
+        period = parse_duration(window)
+    except ValueError as exc:
+        return str(exc)
+    if not low <= period <= high or period % 60 or "." in window:  # PromQL ranges take whole numbers
+        return (
+            f"{window!r} is not an SLO period obsbox supports: a rolling period from {PERIOD_RANGE[0]} to "
+            f"{PERIOD_RANGE[1]} in whole minutes, hours, days or weeks (7d, 2w, 36h), since the burn-rate "
+            "alert windows scale with it"
+        )
+    return None
+
+
+def burn_conditions(window: str) -> list[BurnCondition]:
+    """The SRE Workbook's multi-window multi-burn-rate conditions, scaled to the period ``window``.
+
+    Each condition alerts when a share of the budget (2%, 5%, 10%, 10%: the workbook's factors times their
+    long windows over 30 days) is spent within its long window, so the factor is that share over the long
+    window's share of the period. Four-week periods keep the workbook's windows (28d: 13.44x over 1h, as
+    Sloth); other periods scale the long windows by period / 30d, rounded to whole minutes, as Pyrra scales
+    its windows by period / 28d (``Windows`` in its slo/rules.go); the short window is a twelfth of the long,
+    and no window is shorter than the recorded 5m rate (a 1d SLO pages on 2% of its budget within 5m).
+    """
+    period = parse_duration(window)
+    base = parse_duration(BASE_PERIOD)
+    keep = any(parse_duration(p) == period for p in WORKBOOK_PERIODS)
+    scale = 1.0 if keep else period / base
+    shortest = parse_duration(SHORTEST_WINDOW)
+    out = []
+    for severity, conditions in conventions.BURN_THRESHOLDS.items():
+        for factor, long, _short in conditions:  # the workbook's short windows are a twelfth too
+            share = factor * parse_duration(long) / base
+            long_seconds = max(shortest, round(parse_duration(long) * scale / 60) * 60)
+            short_seconds = max(shortest, round(long_seconds / 12 / 60) * 60)
+            out.append(
+                BurnCondition(
+                    severity,
+                    round(share * period / long_seconds, 9),
+                    format_duration(long_seconds),
+                    format_duration(short_seconds),
+                )
+            )
+    return out
 
 
 @dataclass
@@ -393,13 +444,8 @@ class SLO:
         return (Matcher("service", "=", self.service or ""), Matcher("slo", "=", self.name))
 
     def burn_conditions(self) -> list[BurnCondition]:
-        """The SRE Workbook's four conditions, their factors scaled to this SLO's period."""
-        scale = PERIODS.get(self.window, BASE_PERIOD_DAYS) / BASE_PERIOD_DAYS
-        return [
-            BurnCondition(severity, round(factor * scale, 9), long, short)
-            for severity, conditions in conventions.BURN_THRESHOLDS.items()
-            for factor, long, short in conditions
-        ]
+        """The SRE Workbook's four conditions for this SLO's period (:func:`burn_conditions`)."""
+        return burn_conditions(self.window)
 
     def shared_series(self, other: SLO) -> Selector | None:
         """A series this SLO's SLI and ``other``'s both count, and count alike (both as errors, or both as
@@ -429,16 +475,10 @@ class SLO:
             out.append((("name",), f"{self.name!r}: use letters, digits, '_' and '-', starting with a letter"))
         if self.service is None:
             out.append(((), "missing required key 'service' (or set 'service' at the top of the file)"))
-        if self.window not in PERIODS:
-            known = ", ".join(PERIODS)
-            out.append(
-                (
-                    ("window",),
-                    f"{self.window!r} is not a known SLO period (known: {known}); the burn-rate "
-                    "thresholds of the SRE Workbook are calibrated for four-week periods",
-                )
-            )
-        out += self._objective_problems()
+        if (error := period_problem(self.window)) is not None:
+            out.append((("window",), error))
+        else:
+            out += self._objective_problems()  # the fastest alert's factor depends on the period
         if not self.runbook.strip():
             out.append((("runbook",), "must say what to do when the SLO burns"))
         out += [

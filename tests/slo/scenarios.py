@@ -32,6 +32,7 @@ RECORDING_STEP_MINUTES = 5  # the recorded 5m rates can reach this far past the 
 AVAILABILITY_EXAMPLES = {
     "Availability": {"good": [{"status_code": "200"}, {"status_code": "404"}], "bad": [{"status_code": "503"}]},
     "checkout-availability": {"good": [{"outcome": "ok"}], "bad": [{"outcome": "declined"}, {"outcome": "error"}]},
+    "search-availability": {"good": [{"code": "200"}, {"code": "404"}], "bad": [{"code": "500"}, {"code": "503"}]},
 }
 
 

@@ -8,10 +8,11 @@ import pytest
 
 from obsbox import conventions, slo
 from obsbox.slo.rules import seconds
-from tests.slo.scenarios import Segment, burn_test, run_rule_tests
+from tests.slo.scenarios import Segment, burn_test, firing, run_rule_tests
 
-FEATURES = Path(__file__).parent / "testdata" / "features.slo.yaml"
-SPECS = {"seed": slo.DEFAULT_SPEC, "features": FEATURES}
+TESTDATA = Path(__file__).parent / "testdata"
+FEATURES = TESTDATA / "features.slo.yaml"
+SPECS = {"seed": slo.DEFAULT_SPEC, "features": FEATURES, "weekly": TESTDATA / "weekly.slo.yaml"}  # 30d, 28d, 7d
 ABOVE, BELOW = 1.01, 0.99  # "at its burn rate" and "just below it"
 
 
@@ -40,7 +41,7 @@ def test_each_condition_fires_at_its_burn_rate_and_not_just_below(spec, tmp_path
                 assert {a["exp_labels"]["long_window"] for a in fired} == {
                     c.long_window for c in s.burn_conditions() if c.factor <= condition.factor * margin
                 }
-    assert len(tests) == 2 * sum(len(s.burn_conditions()) for s in slos) == 16
+    assert len(tests) == 2 * 4 * len(slos)
     run_rule_tests(tmp_path, text, tests, interval="5m")
 
 
@@ -102,4 +103,19 @@ def test_recorded_values(tmp_path):
         }
         for expr, value in checks.items()
     ]
+    run_rule_tests(tmp_path, text, [test], interval="5m")
+
+
+def test_a_weekly_slo_pages_on_a_burn_its_scaled_window_sees(tmp_path):
+    """20 minutes at 1.3x the page factor, after an hour clean: the 7d SLO's page (14.4x over 14m and 5m)
+    fires, where a 30d SLO's page, over 1h, would still be below 14.4x (6.24x)."""
+    weekly, document, text = build(SPECS["weekly"])
+    (page, *_) = weekly[0].burn_conditions()
+    assert (page.factor, page.long_window, page.short_window) == (14.4, "14m", "5m")
+    schedule = [Segment(60, 0.0), Segment(20, page.factor * 1.3)]
+    test = burn_test("7d page", document, weekly, schedule, at=[80])
+    fired = {a["exp_labels"]["long_window"] for a in test["alert_rule_test"][0]["exp_alerts"]}
+    assert "14m" in fired
+    seed = slo.load(slo.DEFAULT_SPEC)[0]
+    assert "1h" not in {c.long_window for c in firing(seed, schedule, 80)}
     run_rule_tests(tmp_path, text, [test], interval="5m")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,17 @@ def test_the_export_keeps_in_annotations_what_openslo_cannot_say():
     }
 
 
+def prometheus_sli(tmp_path: Path, name: str) -> Path:
+    """The SLI an example SLO refers to by ``indicatorRef`` without defining it, on Prometheus counters."""
+    path = tmp_path / "sli.yaml"
+    path.write_text(
+        f"apiVersion: openslo/v1\nkind: SLI\nmetadata: {{name: {name}}}\nspec:\n  ratioMetric:\n    counter: true\n"
+        "    good: {metricSource: {type: Prometheus, spec: {query: 'probe_requests_total{code=\"200\"}'}}}\n"
+        "    total: {metricSource: {type: Prometheus, spec: {query: probe_requests_total}}}\n"
+    )
+    return path
+
+
 def probe(tmp_path: Path, reference: str) -> Path:
     """An SLO document that refers to an example's SLI or alert policy, so that it is read as an SLO reads it."""
     path = tmp_path / "probe.yaml"
@@ -129,7 +141,7 @@ SLI_OBJECTIVE = {
 }
 EXAMPLES = {
     # OpenSLO/OpenSLO examples/ (README: "Examples")
-    ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "timeWindow[0].duration: 2w: obsbox's periods are",
+    ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "metricSource.type: Any: obsbox builds Prometheus",
     ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "budgetingMethod: RatioTimeslices",
     ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
     ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
@@ -167,10 +179,10 @@ EXAMPLES = {
             "slo-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
             "slo-no-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
             "slo-no-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1d",
-            "slo-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1d",
-            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M",
-            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M",
+            "slo-indicatorref-rolling-alerts.yaml": "alertPolicies[0]: no AlertPolicy named 'foo-alert-policy'",
+            "slo-indicatorref-rolling-no-alerts.yaml": "imports",  # a 1d period
+            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
+            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
         }.items()
     },
     ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "page burnrate None 2 over 1h",
@@ -181,6 +193,8 @@ def import_example(path: Path, label: str, tmp_path: Path) -> str:
     """'imports', or the one line obsbox refuses the example with."""
     kind, name = label.split(" ", 1)
     files = [path]
+    if kind == "SLO" and (reference := re.search(r"indicatorRef: (\S+)", path.read_text())):
+        files.append(prometheus_sli(tmp_path, reference[1]))
     if kind == "SLI":
         threshold = "thresholdMetric" in path.read_text().split(f"name: {name}", 1)[1].split("apiVersion")[0]
         files.append(
@@ -228,6 +242,28 @@ def test_a_prometheus_example_sli_becomes_an_availability_sli(tmp_path: Path):
         ["localhost_server_requests"],
     )
     assert (slo.name, slo.service, slo.objective, slo.window) == ("probe", "probe", 0.99, "30d")
+
+
+@pytest.mark.parametrize(
+    ("duration", "outcome"),
+    [
+        ("2w", "14d"),  # the OpenSLO example occurences-slo.yaml's period
+        ("4w", "28d"),
+        ("1d", "1d"),
+        ("1M", "spec.timeWindow[0].duration: 1M: months, quarters and years vary in length"),
+        ("2h", "spec.timeWindow[0].duration: '2h' is not an SLO period obsbox supports: a rolling period from 1d"),
+    ],
+)
+def test_rolling_periods_from_a_day_to_ninety_import(duration: str, outcome: str, tmp_path: Path):
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-bad-metricsourceref.yaml"
+    window = f"timeWindow: [{{duration: {duration}, isRolling: true}}]"
+    reference = f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}\n  {window}"
+    try:
+        (slo,) = openslo.load([sli, probe(tmp_path, reference)]).slos
+    except ConfigError as exc:
+        assert " " in outcome and outcome in str(exc)  # a refusal, not a period
+    else:
+        assert slo.window == outcome
 
 
 def test_the_schemas_alert_policy_names_import_too(tmp_path: Path):

@@ -12,8 +12,10 @@ import yaml
 from obsbox import conventions, slo
 from obsbox.cli import main
 from obsbox.config import ConfigError
+from obsbox.durations import parse_duration as seconds
 from obsbox.slo.cli import generate
 from obsbox.slo.cli import log_rules as log_rules_from
+from obsbox.slo.spec import burn_conditions
 from tests.slo.scenarios import promtool
 
 FEATURES = Path(__file__).parent / "testdata" / "features.slo.yaml"
@@ -65,6 +67,24 @@ def test_filters_apply_to_every_series_and_periods_scale_the_factors():
     assert 'checkout_requests_total{outcome="ok",route="/pay"}[5m]' in availability.error_ratio_expr("5m")
 
 
+def test_other_periods_scale_the_windows_and_keep_the_budget_shares():
+    """The long windows scale with the period (whole minutes), the short ones are a twelfth, none under 5m;
+    each factor is the budget share the workbook spends in the long window (2%, 5%, 10%, 10%) over the
+    long window's share of the period."""
+    table = {
+        "7d": [(14.4, "14m", "5m"), (6.0, "1h24m", "7m"), (3.0, "5h36m", "28m"), (1.0, "16h48m", "1h24m")],
+        "2w": [(14.4, "28m", "5m"), (6.0, "2h48m", "14m"), (3.0, "11h12m", "56m"), (1.0, "1d9h36m", "2h48m")],
+        "1d": [(5.76, "5m", "5m"), (6.0, "12m", "5m"), (3.0, "48m", "5m"), (1.0, "2h24m", "12m")],
+        "90d": [(14.4, "3h", "15m"), (6.0, "18h", "1h30m"), (3.0, "3d", "6h"), (1.0, "9d", "18h")],
+    }
+    for period, conditions in table.items():
+        assert [(c.factor, c.long_window, c.short_window) for c in burn_conditions(period)] == conditions, period
+        for c, share in zip(burn_conditions(period), (0.02, 0.05, 0.1, 0.1), strict=True):
+            assert c.factor * seconds(c.long_window) / seconds(period) == pytest.approx(share)
+    (quarter,) = slo.loads(GOOD.replace("objective: 0.95", "objective: 0.95\n    window: 90d"))
+    assert slo.slo_windows(quarter)[:3] == ["5m", "15m", "1h"]  # 5m and 1h: the current burn rate, the dashboard
+
+
 def test_the_committed_rules_file_is_up_to_date():
     assert slo.DEFAULT_RULES.read_text(encoding="utf-8") == generate(slo.DEFAULT_SPEC), (
         "compose/prometheus/rules/slo.rules.yml is out of date: "
@@ -88,6 +108,7 @@ def test_every_generated_file_passes_promtool_check_rules(tmp_path):
     files = {
         "committed.yml": slo.DEFAULT_RULES.read_text(encoding="utf-8"),
         "features.yml": generate(FEATURES),
+        "weekly.yml": generate(FEATURES.parent / "weekly.slo.yaml"),  # 7d: scaled windows
         "extra-log-rules.yml": generate(slo.DEFAULT_SPEC, log_rules_from([log_rules])),
     }
     assert "alert: LogDiskFull" in files["extra-log-rules.yml"]
@@ -203,7 +224,7 @@ BAD = [
     ),
     ("percent", "objective: 0.95", "objective: 95", "slos[0].objective", 4, "write 0.95 for 95%"),
     ("unreachable", "objective: 0.95", "objective: 0.9", "slos[0].objective", 4, "could never fire"),
-    ("window", "objective: 0.95", "objective: 0.95\n    window: 7d", "slos[0].window", 5, "not a known SLO period"),
+    ("window", "objective: 0.95", "objective: 0.95\n    window: 2h", "slos[0].window", 5, "from 1d to 90d"),
     ("typo", "objective: 0.95", "objective: 0.95\n    objetive: 0.9", "slos[0].objetive", 5, "unknown key"),
     ("suffix", "latency_seconds\n", "latency_seconds_bucket\n", "slos[0].sli.metric", 7, "base name"),
     (
