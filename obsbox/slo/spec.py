@@ -84,7 +84,7 @@ DEFAULT_SPEC = _shipped("slo.yaml")
 DEFAULT_RULES = Path(__file__).resolve().parents[2] / "compose" / "prometheus" / "rules" / "slo.rules.yml"
 
 BASE_PERIOD = "30d"  # conventions.BURN_THRESHOLDS are the SRE Workbook's windows and factors for 30 days
-WORKBOOK_PERIODS = ("28d", BASE_PERIOD)  # four-week periods keep the workbook's windows (as Sloth does)
+WORKBOOK_PERIODS = ("28d", BASE_PERIOD)  # these keep the workbook's windows (Sloth's google-28d/-30d windows)
 PERIOD_RANGE = ("1d", "90d")  # the rolling periods obsbox builds alerts for
 SHORTEST_WINDOW = "5m"  # the rate obsbox records; a scaled alert window is never shorter
 RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
@@ -143,8 +143,9 @@ def burn_conditions(window: str) -> list[BurnCondition]:
 
     Each condition alerts when a share of the budget (2%, 5%, 10%, 10%: the workbook's factors times their
     long windows over 30 days) is spent within its long window, so the factor is that share over the long
-    window's share of the period. Four-week periods keep the workbook's windows (28d: 13.44x over 1h, as
-    Sloth); other periods scale the long windows by period / 30d, rounded to whole minutes, as Pyrra scales
+    window's share of the period, as Sloth derives its factors (``getBurnRateFactor`` in its
+    internal/alert/window.go). 28d and 30d keep the workbook's windows (28d: 13.44x over 1h, Sloth's
+    google-28d windows); other periods scale the long windows by period / 30d, rounded to whole minutes, as Pyrra scales
     its windows by period / 28d (``Windows`` in its slo/rules.go); the short window is a twelfth of the long,
     and no window is shorter than the recorded 5m rate (a 1d SLO pages on 2% of its budget within 5m).
     """
