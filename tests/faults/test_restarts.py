@@ -10,7 +10,11 @@ belongs to the old one, and skips its first lines.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+
+import orjson
+import pytest
 
 from obsbox.config import build
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
@@ -96,3 +100,52 @@ def test_a_batch_that_read_a_file_before_and_after_its_copytruncate_acknowledges
     (taken_over,) = [t for t in source.files.values() if t.path == str(copy)]
     assert taken_over.reader.acked == copy.stat().st_size, "the copy's lines were acknowledged"
     source.shutdown()
+
+
+def append_timed(ledger: Ledger, path: Path, count: int) -> None:
+    """``count`` known lines that carry their own time, as the soak's do: reading them saves no clock
+    anchor, so while a sink refuses nothing saves a position."""
+    lines = (orjson.dumps({"Timestamp": "2026-11-30T12:00:00Z", **orjson.loads(line)}) for line in ledger.lines(count))
+    with open(path, "ab") as handle:
+        handle.write(b"".join(line + b"\n" for line in lines))
+
+
+def copytruncate(log: Path) -> None:
+    """The soak's copytruncate: the copy appears whole under the rotated name, then the truncation."""
+    tmp = log.with_name(f".{log.name}.copy")
+    shutil.copyfile(log, tmp)
+    tmp.rename(log.with_name(log.name + ".1"))
+    os.truncate(log, 0)
+
+
+@pytest.mark.parametrize("pattern", ["app.log*", "app.log"], ids=["glob-matches-copy", "rotated-name-only"])
+def test_a_copytruncate_generation_never_acknowledged_survives_a_kill_and_a_rotation_while_stopped(tmp_path, pattern):
+    """A generation written and read while the sink refused (nothing acknowledged, so no position
+    names it), the bridge killed, and the file rotated again before the restart's first scan: the
+    copy holding that generation is claimed by no saved position. It was never acknowledged, so it
+    is read whole; found under its rotated name only, it used to be taken for a generation an
+    earlier run had drained, and skipped."""
+    ledger = Ledger("ct")
+    log = tmp_path / "app.log"
+    include = [str(tmp_path / pattern)]
+    append_timed(ledger, log, 3)  # generation 1, acknowledged
+    source = tail(tmp_path, include)
+    received = drain(source)
+    copytruncate(log)  # the sink refuses from here: generation 2 is read, never acknowledged
+    append_timed(ledger, log, 4)
+    source.scan()
+    refused = 0
+    for _ in range(5):
+        if (batch := source.poll(100, 1 << 20)) is not None:
+            refused += len(batch.lines.records())  # sent, refused: never committed
+    assert refused == 4, "generation 2 was read during the outage"
+    source.shutdown()  # kill -9: the positions stay as the last commit saved them
+    copytruncate(log)  # while stopped: generation 2's copy replaces generation 1's
+    append_timed(ledger, log, 2)  # generation 3
+
+    restarted = tail(tmp_path, include)
+    received.extend(drain(restarted))
+    restarted.shutdown()
+    report = ledger.check(received)
+    assert report.lost == [], f"{report} (generation 2 is seq 3-6)"
+    assert report.duplicates == 0, report

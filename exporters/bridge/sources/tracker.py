@@ -21,9 +21,7 @@ PENDING               first line equals an ACTIVE file's (a copy of it,      PAR
 PENDING               there at start; a saved position has its first bytes,  ACTIVE at the saved offset
                       not its inode (renamed or copied while stopped)
 PENDING               none of the above: a new file                          ACTIVE at 0 (or at the end,
-                                                                             ``start_at: end``, or a rotated
-                                                                             generation of a stream with
-                                                                             saved positions, first scan)
+                                                                             ``start_at: end``, first scan)
 PENDING               left the globs and idle for ``rotate_wait``            closed
 PARKED                its original is truncated                              ACTIVE where the original
                                                                              was read to (it takes over)
@@ -37,6 +35,11 @@ ACTIVE                truncated (size below offset, or first line changed)   PEN
 ACTIVE                left the globs and their rotated names, idle for       closed
                       ``rotate_wait``, read to its end, every line acked
 ====================  =====================================================  ==========
+
+A rotated generation no saved position claims at start is read from 0, like any new file: an
+earlier run keeps the position of every generation it tracked while a rotated name names it, so an
+unclaimed one is one no run acknowledged anything of (a copytruncate copy made while the bridge was
+down, or while a sink refused and nothing was saved).
 
 Offsets advance only through ``commit`` (every sink acknowledged a batch). A batch read from a file
 that was truncated since carries the old generation; its acknowledgement goes to the copy that took
@@ -373,14 +376,8 @@ class Tracker:
             self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})", saved.clock)
             return
         reader = tracked.reader
-        at_end = self.scans == 0 and (self.start_at_end or self._read_before(tracked))
+        at_end = self.scans == 0 and self.start_at_end
         self._start(tracked, reader.line_boundary_before(reader.current_size()) if at_end else 0, "a new file")
-
-    def _read_before(self, tracked: Tracked) -> bool:
-        """At start, a rotated generation that no saved position claims, of a stream that has saved
-        positions, was read by an earlier run (which kept no position once it was drained) or is
-        older than anything that run read: it is not read again."""
-        return tracked.rotated_name and any(rotation_place(saved.path)[0] == tracked.stream for saved in self.saved)
 
     def _start(self, tracked: Tracked, offset: int, why: str, clock: Clock = ()) -> None:
         tracked.activate(offset, clock=clock)
