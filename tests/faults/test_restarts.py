@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from obsbox.config import build
+from obsbox.exporters.bridge.sources.finder import find_files, find_rotated
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
 from tests.bridge.harness import context
 from tests.faults.ledger import Ledger
@@ -148,4 +149,37 @@ def test_a_copytruncate_generation_never_acknowledged_survives_a_kill_and_a_rota
     restarted.shutdown()
     report = ledger.check(received)
     assert report.lost == [], f"{report} (generation 2 is seq 3-6)"
+    assert report.duplicates == 0, report
+
+
+def test_a_copy_renamed_onto_a_name_between_a_scans_glob_and_its_open_is_opened_by_that_scan(tmp_path):
+    """A scan matches the globs, then opens what they named. A copytruncate in between renames a new
+    copy onto ``app.log.1``: the path names another file than the glob saw. That copy is opened by
+    the same scan, not left to the next one, which may come after the next rotation replaced it and
+    its generation's unacknowledged lines with it (a first scan after a restart is slow on a busy
+    machine, and copies made meanwhile were lost)."""
+    ledger = Ledger("ct")
+    log = tmp_path / "app.log"
+    include = [str(tmp_path / "app.log*")]
+    append_timed(ledger, log, 3)
+    copytruncate(log)
+    append_timed(ledger, log, 3)
+    first = tail(tmp_path, include)
+    received = drain(first)  # both generations so far, acknowledged
+    first.shutdown()
+    append_timed(ledger, log, 2)  # while stopped: never acknowledged
+    restarted = tail(tmp_path, include)
+    found = find_files(include, [])  # the restart's first scan matches the globs ...
+    rotated = find_rotated(include, [], found)
+    copytruncate(log)  # ... a rotation renames a new copy onto app.log.1 ...
+    append_timed(ledger, log, 2)
+    restarted.tracker.update(found, rotated)  # ... and the scan opens what the globs named
+    copytruncate(log)  # the next rotation, before any other scan
+    append_timed(ledger, log, 1)
+    received.extend(drain(restarted))
+    restarted.scan()  # the truncation found by a read; the copy that takes over is read after a scan
+    received.extend(drain(restarted))
+    restarted.shutdown()
+    report = ledger.check(received)
+    assert report.lost == [], f"{report} (the lines written while stopped are seq 6-7)"
     assert report.duplicates == 0, report

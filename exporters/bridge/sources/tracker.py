@@ -53,6 +53,7 @@ import errno
 import itertools
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -179,8 +180,9 @@ class Tracker:
                 tracked.place(path)
                 if tracked.state is not FileState.PENDING:
                     self.metrics.file_format.set_path(path, tracked.reader.read_as())
+        rotated_paths = set(rotated.values())
         for tracked in self._open_new({**rotated, **found}):
-            if tracked.key in rotated:
+            if tracked.path in rotated_paths:
                 tracked.live, tracked.rotated_name = False, True
         first = self.scans == 0
         if first:
@@ -215,7 +217,7 @@ class Tracker:
     def in_state(self, state: FileState) -> list[Tracked]:
         return [t for t in self.files.values() if t.state is state]
 
-    def _open(self, path: str, key: FileKey) -> Tracked | None:
+    def _open(self, path: str, key: FileKey, follow: bool = True) -> Tracked | None:
         if len(self.files) >= self.max_open_files:
             self.metrics.errors.labels("open_files_limit").inc()
             log.warning(
@@ -230,9 +232,9 @@ class Tracker:
             return None
         try:
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; the next scan sees it
+            if (st.st_dev, st.st_ino) != key:  # replaced between stat and open: open what it names now
                 os.close(fd)
-                return None
+                return self._open_replaced(path, key) if follow else None
             reader = FileReader(path, fd, *key, **self.reader_options)
             tracked = Tracked(self.next_id, reader, self.holder.hold(*key, path))
         except OSError as exc:
@@ -246,6 +248,19 @@ class Tracker:
         self.files[key] = tracked
         self.by_id[tracked.id] = tracked
         return tracked
+
+    def _open_replaced(self, path: str, seen: FileKey) -> Tracked | None:
+        """``path`` names another file than the scan's stat saw (a rotation renamed a copy onto it
+        since): that file, opened now, once. Left to the next scan, it could be replaced in turn
+        before that scan, and with it the only copy of a generation nothing acknowledged yet."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None  # gone too: the next scan sees what comes
+        key = (st.st_dev, st.st_ino)
+        if key == seen or key in self.files or not stat.S_ISREG(st.st_mode):
+            return None
+        return self._open(path, key, follow=False)
 
     def _descriptor(self, path: str, key: FileKey) -> int | None:
         """``path`` opened for reading, unless a symlink on its way escalates (see ``access``) or it
