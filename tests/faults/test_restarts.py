@@ -10,9 +10,14 @@ belongs to the old one, and skips its first lines.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
+import orjson
+import pytest
+
 from obsbox.config import build
+from obsbox.exporters.bridge.sources.finder import find_files, find_rotated
 from obsbox.exporters.bridge.sources.tail import TailConfig, TailSource
 from tests.bridge.harness import context
 from tests.faults.ledger import Ledger
@@ -96,3 +101,85 @@ def test_a_batch_that_read_a_file_before_and_after_its_copytruncate_acknowledges
     (taken_over,) = [t for t in source.files.values() if t.path == str(copy)]
     assert taken_over.reader.acked == copy.stat().st_size, "the copy's lines were acknowledged"
     source.shutdown()
+
+
+def append_timed(ledger: Ledger, path: Path, count: int) -> None:
+    """``count`` known lines that carry their own time, as the soak's do: reading them saves no clock
+    anchor, so while a sink refuses nothing saves a position."""
+    lines = (orjson.dumps({"Timestamp": "2026-11-30T12:00:00Z", **orjson.loads(line)}) for line in ledger.lines(count))
+    with open(path, "ab") as handle:
+        handle.write(b"".join(line + b"\n" for line in lines))
+
+
+def copytruncate(log: Path) -> None:
+    """The soak's copytruncate: the copy appears whole under the rotated name, then the truncation."""
+    tmp = log.with_name(f".{log.name}.copy")
+    shutil.copyfile(log, tmp)
+    tmp.rename(log.with_name(log.name + ".1"))
+    os.truncate(log, 0)
+
+
+@pytest.mark.parametrize("pattern", ["app.log*", "app.log"], ids=["glob-matches-copy", "rotated-name-only"])
+def test_a_copytruncate_generation_never_acknowledged_survives_a_kill_and_a_rotation_while_stopped(tmp_path, pattern):
+    """A generation written and read while the sink refused (nothing acknowledged, so no position
+    names it), the bridge killed, and the file rotated again before the restart's first scan: the
+    copy holding that generation is claimed by no saved position. It was never acknowledged, so it
+    is read whole; found under its rotated name only, it used to be taken for a generation an
+    earlier run had drained, and skipped."""
+    ledger = Ledger("ct")
+    log = tmp_path / "app.log"
+    include = [str(tmp_path / pattern)]
+    append_timed(ledger, log, 3)  # generation 1, acknowledged
+    source = tail(tmp_path, include)
+    received = drain(source)
+    copytruncate(log)  # the sink refuses from here: generation 2 is read, never acknowledged
+    append_timed(ledger, log, 4)
+    source.scan()
+    refused = 0
+    for _ in range(5):
+        if (batch := source.poll(100, 1 << 20)) is not None:
+            refused += len(batch.lines.records())  # sent, refused: never committed
+    assert refused == 4, "generation 2 was read during the outage"
+    source.shutdown()  # kill -9: the positions stay as the last commit saved them
+    copytruncate(log)  # while stopped: generation 2's copy replaces generation 1's
+    append_timed(ledger, log, 2)  # generation 3
+
+    restarted = tail(tmp_path, include)
+    received.extend(drain(restarted))
+    restarted.shutdown()
+    report = ledger.check(received)
+    assert report.lost == [], f"{report} (generation 2 is seq 3-6)"
+    assert report.duplicates == 0, report
+
+
+def test_a_copy_renamed_onto_a_name_between_a_scans_glob_and_its_open_is_opened_by_that_scan(tmp_path):
+    """A scan matches the globs, then opens what they named. A copytruncate in between renames a new
+    copy onto ``app.log.1``: the path names another file than the glob saw. That copy is opened by
+    the same scan, not left to the next one, which may come after the next rotation replaced it and
+    its generation's unacknowledged lines with it (a first scan after a restart is slow on a busy
+    machine, and copies made meanwhile were lost)."""
+    ledger = Ledger("ct")
+    log = tmp_path / "app.log"
+    include = [str(tmp_path / "app.log*")]
+    append_timed(ledger, log, 3)
+    copytruncate(log)
+    append_timed(ledger, log, 3)
+    first = tail(tmp_path, include)
+    received = drain(first)  # both generations so far, acknowledged
+    first.shutdown()
+    append_timed(ledger, log, 2)  # while stopped: never acknowledged
+    restarted = tail(tmp_path, include)
+    found = find_files(include, [])  # the restart's first scan matches the globs ...
+    rotated = find_rotated(include, [], found)
+    copytruncate(log)  # ... a rotation renames a new copy onto app.log.1 ...
+    append_timed(ledger, log, 2)
+    restarted.tracker.update(found, rotated)  # ... and the scan opens what the globs named
+    copytruncate(log)  # the next rotation, before any other scan
+    append_timed(ledger, log, 1)
+    received.extend(drain(restarted))
+    restarted.scan()  # the truncation found by a read; the copy that takes over is read after a scan
+    received.extend(drain(restarted))
+    restarted.shutdown()
+    report = ledger.check(received)
+    assert report.lost == [], f"{report} (the lines written while stopped are seq 6-7)"
+    assert report.duplicates == 0, report

@@ -21,9 +21,7 @@ PENDING               first line equals an ACTIVE file's (a copy of it,      PAR
 PENDING               there at start; a saved position has its first bytes,  ACTIVE at the saved offset
                       not its inode (renamed or copied while stopped)
 PENDING               none of the above: a new file                          ACTIVE at 0 (or at the end,
-                                                                             ``start_at: end``, or a rotated
-                                                                             generation of a stream with
-                                                                             saved positions, first scan)
+                                                                             ``start_at: end``, first scan)
 PENDING               left the globs and idle for ``rotate_wait``            closed
 PARKED                its original is truncated                              ACTIVE where the original
                                                                              was read to (it takes over)
@@ -38,6 +36,11 @@ ACTIVE                left the globs and their rotated names, idle for       clo
                       ``rotate_wait``, read to its end, every line acked
 ====================  =====================================================  ==========
 
+A rotated generation no saved position claims at start is read from 0, like any new file: an
+earlier run keeps the position of every generation it tracked while a rotated name names it, so an
+unclaimed one is one no run acknowledged anything of (a copytruncate copy made while the bridge was
+down, or while a sink refused and nothing was saved).
+
 Offsets advance only through ``commit`` (every sink acknowledged a batch). A batch read from a file
 that was truncated since carries the old generation; its acknowledgement goes to the copy that took
 over (``successors``). Threading: called under the tail source's lock only.
@@ -50,6 +53,7 @@ import errno
 import itertools
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -176,8 +180,9 @@ class Tracker:
                 tracked.place(path)
                 if tracked.state is not FileState.PENDING:
                     self.metrics.file_format.set_path(path, tracked.reader.read_as())
+        rotated_paths = set(rotated.values())
         for tracked in self._open_new({**rotated, **found}):
-            if tracked.key in rotated:
+            if tracked.path in rotated_paths:
                 tracked.live, tracked.rotated_name = False, True
         first = self.scans == 0
         if first:
@@ -212,7 +217,7 @@ class Tracker:
     def in_state(self, state: FileState) -> list[Tracked]:
         return [t for t in self.files.values() if t.state is state]
 
-    def _open(self, path: str, key: FileKey) -> Tracked | None:
+    def _open(self, path: str, key: FileKey, follow: bool = True) -> Tracked | None:
         if len(self.files) >= self.max_open_files:
             self.metrics.errors.labels("open_files_limit").inc()
             log.warning(
@@ -227,9 +232,9 @@ class Tracker:
             return None
         try:
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino) != key:  # replaced between stat and open; the next scan sees it
+            if (st.st_dev, st.st_ino) != key:  # replaced between stat and open: open what it names now
                 os.close(fd)
-                return None
+                return self._open_replaced(path, key) if follow else None
             reader = FileReader(path, fd, *key, **self.reader_options)
             tracked = Tracked(self.next_id, reader, self.holder.hold(*key, path))
         except OSError as exc:
@@ -243,6 +248,19 @@ class Tracker:
         self.files[key] = tracked
         self.by_id[tracked.id] = tracked
         return tracked
+
+    def _open_replaced(self, path: str, seen: FileKey) -> Tracked | None:
+        """``path`` names another file than the scan's stat saw (a rotation renamed a copy onto it
+        since): that file, opened now, once. Left to the next scan, it could be replaced in turn
+        before that scan, and with it the only copy of a generation nothing acknowledged yet."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None  # gone too: the next scan sees what comes
+        key = (st.st_dev, st.st_ino)
+        if key == seen or key in self.files or not stat.S_ISREG(st.st_mode):
+            return None
+        return self._open(path, key, follow=False)
 
     def _descriptor(self, path: str, key: FileKey) -> int | None:
         """``path`` opened for reading, unless a symlink on its way escalates (see ``access``) or it
@@ -373,14 +391,8 @@ class Tracker:
             self._start(tracked, saved.offset, f"the saved position of {saved.path} (inode {saved.ino})", saved.clock)
             return
         reader = tracked.reader
-        at_end = self.scans == 0 and (self.start_at_end or self._read_before(tracked))
+        at_end = self.scans == 0 and self.start_at_end
         self._start(tracked, reader.line_boundary_before(reader.current_size()) if at_end else 0, "a new file")
-
-    def _read_before(self, tracked: Tracked) -> bool:
-        """At start, a rotated generation that no saved position claims, of a stream that has saved
-        positions, was read by an earlier run (which kept no position once it was drained) or is
-        older than anything that run read: it is not read again."""
-        return tracked.rotated_name and any(rotation_place(saved.path)[0] == tracked.stream for saved in self.saved)
 
     def _start(self, tracked: Tracked, offset: int, why: str, clock: Clock = ()) -> None:
         tracked.activate(offset, clock=clock)
