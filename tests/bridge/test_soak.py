@@ -17,7 +17,7 @@ SOAK = Path(__file__).resolve().parents[2] / "scripts" / "soak_bridge"
 def test_short_soak_loses_nothing_and_stays_flat():
     args = [
         "--duration",
-        "40",  # rotations every 2-6 s of 100 files, kills after 3-7 s of running: well past the floors below
+        "30",  # rotations every 2-6 s of 100 files, kills after 3-7 s of running: well past the floors below
         "--files",
         "100",
         "--rate",

@@ -34,7 +34,7 @@ from tests.dashboards.catalog import of
 from tests.dashboards.procs import free_port, http_ok, obsbox, prometheus, stop, wait_for
 
 SCRAPE_SECONDS = 1
-RUN_SECONDS = 40  # of scraping, after both targets are up
+RUN_SECONDS = 30  # of scraping, after both targets are up
 DEADLINE_SECONDS = 90  # for anything to come up
 
 

@@ -50,9 +50,12 @@ def test_both_windows_must_burn(tmp_path):
     """Per condition, at 1.3x its factor: a spike that fills the short window but not the long one
     stays silent; a burn that fills the long window fires; once the short window has been clean
     again the alert resets, although the long window still burns."""
-    slos, document, text = build(slo.DEFAULT_SPEC)
+    slos, document, _ = build(slo.DEFAULT_SPEC)
     tests = []
     latency = slos[0]
+    # promtool evaluates only this SLO's group: four days at 5m steps of every group took twice as long
+    own = {"groups": [g for g in document["groups"] if g["name"] == f"obsbox-slo-{latency.name}"]}
+    text = slo.render(own, slo.DEFAULT_SPEC.name)
     for condition in latency.burn_conditions():
         long, short = (int(seconds(w) // 60) for w in (condition.long_window, condition.short_window))
         burn = condition.factor * 1.3
