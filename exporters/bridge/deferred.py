@@ -47,9 +47,10 @@ class Changes:
     @classmethod
     def of(cls, records: list[Record], originals: list[bytes], whole: bool) -> Changes:
         sparse = {
-            index: (rec.raw if rec.raw is not raw else None, rec.parse_error, rec.attributes, rec.rest)
+            index: entry
             for index, (rec, raw) in enumerate(zip(records, originals, strict=True))
-            if rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw or rec.rest
+            if (rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw or rec.rest)
+            and (entry := cls.entry(rec, raw)) is not None
         }
         return cls(
             column([rec.trace_id for rec in records], 32),
@@ -59,6 +60,13 @@ class Changes:
             [rec.fields for rec in records] if whole else None,
             [rec.line() if rec.injector is not None else None for rec in records] if whole else None,
         )
+
+    @staticmethod
+    def entry(rec: Record, raw: bytes) -> tuple[bytes | None, str | None, dict[str, str] | None, bytes] | None:
+        """The sparse entry of a record read as ``raw``, or None when it has none (the usual case)."""
+        if rec.parse_error is not None or rec.attributes is not None or rec.raw is not raw or rec.rest:
+            return (rec.raw if rec.raw is not raw else None, rec.parse_error, rec.attributes, rec.rest)
+        return None
 
     def apply(self, records: list[Record]) -> None:
         trace_ids, span_ids, parents = ids_of(self.trace_ids, 32), ids_of(self.span_ids, 16), ids_of(self.parents, 16)

@@ -120,20 +120,11 @@ class Record:
 
     def context_service(self) -> str | None:
         """The service its attributes or its file's path name, whatever the line says."""
-        if self.attributes is not None and self.attributes.get("service.name"):
-            return self.attributes["service.name"]
-        for key, value in self.origin.resource:
-            if key == "service.name":
-                return value
-        return None
+        return context_service(self.attributes, self.origin)
 
     def time_ns(self) -> int | None:
         """The line's own time, else the container runtime's (CRI, Docker), else None."""
-        own = timestamp_ns(self.fields)
-        if own is None and self.attributes is not None:
-            runtime = self.attributes.get("obsbox.runtime_time")
-            return iso_ns(runtime) if runtime else None
-        return own
+        return time_ns(self.fields, self.attributes)
 
     def read_ns(self) -> int | None:
         """When the line was first read, the same on every replay (see ``Origin.read_ns``): the time
@@ -150,6 +141,25 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record({self.origin.path}@{self.offset}, trace_id={self.trace_id}, raw={self.raw[:60]!r})"
+
+
+def context_service(attributes: dict[str, str] | None, origin: Origin) -> str | None:
+    """``Record.context_service`` of a line with these attributes from this file."""
+    if attributes is not None and attributes.get("service.name"):
+        return attributes["service.name"]
+    for key, value in origin.resource:
+        if key == "service.name":
+            return value
+    return None
+
+
+def time_ns(fields: dict[str, Any] | None, attributes: dict[str, str] | None) -> int | None:
+    """``Record.time_ns`` of a line with these fields and attributes."""
+    own = timestamp_ns(fields)
+    if own is None and attributes is not None:
+        runtime = attributes.get("obsbox.runtime_time")
+        return iso_ns(runtime) if runtime else None
+    return own
 
 
 def records_of(lines: list[bytes], origin: Origin, offset: int) -> list[Record]:

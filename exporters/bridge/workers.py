@@ -58,6 +58,7 @@ from obsbox.exporters.bridge import slots
 from obsbox.exporters.bridge.component import Context, Encoding, Processor, Sink
 from obsbox.exporters.bridge.config import ComponentSpec
 from obsbox.exporters.bridge.deferred import Changes, Deferred
+from obsbox.exporters.bridge.fused import ExpandingLineError, FusedPath
 from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Block, Lines, Record, records_in
 
@@ -310,6 +311,7 @@ class _Worker:
     encoders: list[Callable[[], Encoding] | None]  # per sink, a batch's encoding; None: encoded in the bridge
     metrics: BridgeMetrics
     whole: bool  # some sink needs whole records
+    fused: FusedPath | None = None  # the standard pipeline's one loop per line (see ``fused``)
     last: dict[tuple[str, tuple], float] = field(default_factory=dict)
 
 
@@ -356,7 +358,9 @@ def _start(plan: Plan, parent: int) -> None:
     encoders = [encoder_of(spec.cls, spec.config, context(spec)) if spec else None for spec in plan.sinks]
     gc.freeze()  # as the bridge does (runner.py): the per-line objects hold no cycles
     gc.set_threshold(50_000, 20, 20)
-    _here["worker"] = _Worker(processors, encoders, metrics, whole=any(e is None for e in encoders))
+    _here["worker"] = _Worker(
+        processors, encoders, metrics, whole=any(e is None for e in encoders), fused=FusedPath.of(processors, encoders)
+    )
 
 
 def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], Encoding] | None:
@@ -369,9 +373,18 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], E
 def process(packed: Packed) -> WorkResult:
     """Run in a worker: the processors, then every sink's encoder, over one batch."""
     worker = _here["worker"]  # set by _start, the initializer of every worker process
-    originals = unpack(slots.lines_from(packed))
-    raws = [rec.raw for rec in originals]
+    packed = slots.lines_from(packed)
     encodings = [make() if make is not None else None for make in worker.encoders]
+    if worker.fused is not None:
+        try:
+            changes = worker.fused.run(packed.runs, packed.extras, encodings)
+        except ExpandingLineError:
+            _counter_increments(worker)  # the fused attempt's counts: dropped, the stage path counts again
+            encodings = [make() if make is not None else None for make in worker.encoders]
+        else:
+            return _result(worker, changes, None, encodings, packed.slot)
+    originals = unpack(packed)
+    raws = [rec.raw for rec in originals]
     records: list[Record] = []
     for start in range(0, len(originals), CHUNK):
         chunk = originals[start : start + CHUNK]
@@ -381,7 +394,6 @@ def process(packed: Packed) -> WorkResult:
             if encoding is not None:
                 encoding.add(chunk)
         records += chunk
-    payloads = slots.put([encoding.payload() if encoding is not None else None for encoding in encodings], packed.slot)
     whole = worker.whole
     changes = full = None
     if len(records) == len(originals) and all(a is b for a, b in zip(records, originals, strict=True)):
@@ -404,6 +416,13 @@ def process(packed: Packed) -> WorkResult:
             )
             for rec in records
         ]
+    return _result(worker, changes, full, encodings, packed.slot)
+
+
+def _result(
+    worker: _Worker, changes: Changes | None, full: list[tuple] | None, encodings: list, slot: str | None
+) -> WorkResult:
+    payloads = slots.put([encoding.payload() if encoding is not None else None for encoding in encodings], slot)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime
     return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), usage.ru_maxrss, cpu)

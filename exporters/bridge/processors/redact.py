@@ -148,32 +148,43 @@ class RedactProcessor(Processor):
     def candidates(self, records: list[Record]) -> dict[int, set[int]]:
         """The records in which some rule may match, by index, each with the rules to try on it
         (indexes into ``self.rules``)."""
+        return self.candidate_lines([rec.raw for rec in records])
+
+    def candidate_lines(self, lines: list[bytes]) -> dict[int, set[int]]:
+        """``candidates`` of lines given as bytes."""
         if self.prefilter is None:
             return {}
-        blob = b"\n".join(rec.raw for rec in records)
-        hits = self.prefilter.scan(blob)
+        hits = self.prefilter.scan(b"\n".join(lines))
         if not hits:
             return {}
-        starts = list(itertools.accumulate((len(rec.raw) + 1 for rec in records), initial=0))
+        starts = list(itertools.accumulate((len(raw) + 1 for raw in lines), initial=0))
         found: dict[int, set[int]] = {}
         for numbers, end in hits:
             found.setdefault(bisect.bisect_right(starts, end - 1) - 1, set()).update(numbers)
         return found
 
+    def scrub(self, raw: bytes, tried: set[int]) -> tuple[bytes, list[int]]:
+        """``raw`` with the rules numbered in ``tried`` applied in order, and the numbers of those
+        that replaced something, as many times each as they did. ``raw`` itself when none did."""
+        in_json = raw.lstrip()[:1] == b"{"
+        hit: list[int] = []
+        for number, (rule, regex) in enumerate(self.rules):
+            if number in tried:
+                raw, hits = rule.apply(regex, raw, in_json)
+                hit += [number] * hits
+        return raw, hit
+
     def process(self, records: list[Record]) -> list[Record]:
         counts: Counter[str] = Counter()
         for index, tried in sorted(self.candidates(records).items()):
             rec = records[index]
-            raw, out = rec.raw, rec.out
-            in_json = raw.lstrip()[:1] == b"{"
-            for number, (rule, regex) in enumerate(self.rules):
-                if number not in tried:
-                    continue
-                raw, hits = rule.apply(regex, raw, in_json)
-                if hits:
-                    counts[rule.name] += hits
-                    if out is not None:
-                        out = rule.apply(regex, out, True)[0]
+            raw, hit = self.scrub(rec.raw, tried)
+            out = rec.out
+            for number in dict.fromkeys(hit):  # each rule that hit, in order
+                rule, regex = self.rules[number]
+                counts[rule.name] += hit.count(number)
+                if out is not None:
+                    out = rule.apply(regex, out, True)[0]
             if raw is not rec.raw:
                 rec.raw, rec.out = raw, out
                 if rec.fields is not None:

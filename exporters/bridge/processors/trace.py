@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +74,7 @@ def line_ids(origin_key: bytes, offset: int, part: int = 0) -> tuple[str, str]:
     identity = _identity(origin_key, offset, part)
     trace = _TRACE_HASH.copy()
     trace.update(identity)
-    return _nonzero(trace.hexdigest()), line_span_id(origin_key, offset, identity)
+    return nonzero_id(trace.hexdigest()), line_span_id(origin_key, offset, identity)
 
 
 def _identity(origin_key: bytes, offset: int, part: int) -> bytes:
@@ -86,17 +87,26 @@ def line_span_id(origin_key: bytes, offset: int, identity: bytes | None = None, 
     4-byte big-endian part])."""
     span = _SPAN_HASH.copy()
     span.update(identity or _identity(origin_key, offset, part))
-    return _nonzero(span.hexdigest())
+    return nonzero_id(span.hexdigest())
+
+
+def file_hashes(origin_key: bytes) -> tuple[Any, Any]:
+    """The trace and span hashes with a file's key absorbed: copied, with a line's 8-byte big-endian
+    offset added, they give that line's derived IDs (``line_ids``), without joining the two per line."""
+    trace, span = _TRACE_HASH.copy(), _SPAN_HASH.copy()
+    trace.update(origin_key)
+    span.update(origin_key)
+    return trace, span
 
 
 def correlation_trace_id(value: str) -> str:
     """The trace ID shared by every line with the same correlation value."""
-    return _nonzero(
+    return nonzero_id(
         hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=16, person=b"obsbox-corr").hexdigest()
     )
 
 
-def _nonzero(text: str) -> str:
+def nonzero_id(text: str) -> str:
     """A digest as an ID: W3C forbids all zeros."""
     return text if traceforms.nonzero(text, len(text)) else text[:-1] + "1"
 
@@ -185,6 +195,39 @@ class TraceProcessor(Processor):
         self.plans[shape] = plan
         return plan
 
+    def shape_reader(
+        self, shape: tuple[str, ...], fields: dict[str, Any]
+    ) -> Callable[[dict[str, Any]], tuple[traceforms.Context, str] | None] | None:
+        """For the fused path: what reads the trace context, and the form it came from, of a line of
+        this key shape whose ID keys are at top level (None: its lines take ``trace_context``, as
+        lines whose IDs may be nested do). The reader gives None for a line no form reads an ID
+        from at once; ``trace_context`` decides that one."""
+        id_keys, nested, candidates = self.plans.get(shape) or self._plan(fields.keys(), shape)
+        if nested or not candidates:
+            return None
+        keys = {normalized: key for key, normalized in id_keys}
+        only_activity = [self.forms[index][0] for index in candidates] == ["activity_id"]
+        if only_activity and "activityid" in keys and set(keys) <= {"activityid", "parentid"}:
+            quick = traceforms.quick_activity(keys["activityid"], keys.get("parentid"))
+            return lambda fields: (ctx, "activity_id") if (ctx := quick(fields)) is not None else None
+        forms = [self.forms[index] for index in candidates]
+        completes = not {"spanid", "transactionid", "parentid"}.isdisjoint(keys)
+
+        def read(fields: dict[str, Any]) -> tuple[traceforms.Context, str] | None:
+            found = {normalized: fields[key] for key, normalized in id_keys}
+            for name, form in forms:
+                ctx = form(found)
+                if ctx is not None:
+                    if completes and (
+                        (ctx[1] is None and ("spanid" in found or "transactionid" in found))
+                        or (ctx[2] is None and "parentid" in found)
+                    ):
+                        ctx = _completed(ctx, found)
+                    return ctx, name
+            return None
+
+        return read
+
     def _candidates(self, found: Any) -> tuple[int, ...]:
         """The enabled forms the normalized keys in ``found`` can trigger, by priority."""
         key_forms = self.key_forms
@@ -222,13 +265,12 @@ class TraceProcessor(Processor):
             level = below
 
     def _beyond_forms(
-        self, rec: Record, fields: dict[str, Any], found: dict[str, Any]
+        self, raw: bytes, fields: dict[str, Any], found: dict[str, Any]
     ) -> tuple[traceforms.Context | None, str, dict[str, Any], dict[str, Any], dict[str, Any] | None]:
         """After the forms found nothing: an exact re-read, an X-Ray header, then the object a message
-        field holds as a string. Also the keys found (outer first), the line's object and the inner one."""
-        ctx, source, found, own = self._exact_or_xray(fields, rec.raw, found)
-        if own is not fields:
-            rec.fields = fields = own
+        field holds as a string. Also the keys found (outer first), the line's object (the exact
+        re-read when there was one) and the inner one."""
+        ctx, source, found, fields = self._exact_or_xray(fields, raw, found)
         inner: dict[str, Any] | None = None
         if ctx is None and (wrapped := inner_object(fields)) is not None:
             inner, text = wrapped
@@ -280,15 +322,18 @@ class TraceProcessor(Processor):
                 return str(value)
         return None
 
-    def _context(self, rec: Record, fields: dict[str, Any]) -> tuple[traceforms.Context | None, str]:
+    def trace_context(
+        self, raw: bytes, fields: dict[str, Any]
+    ) -> tuple[traceforms.Context | None, str, dict[str, Any]]:
         """The line's trace context and where it came from, in priority order: a form over the keys
         found, an X-Ray header in any value, the same two in a JSON object a message field holds as a
-        string (``inner``), a configured correlation key, ``x-request-id`` (each: outer, then inner)."""
+        string (``inner``), a configured correlation key, ``x-request-id`` (each: outer, then inner).
+        Also the line's object: ``fields``, or its exact re-read when an ID needed one."""
         found, candidates = self._found(fields)
         ctx, source = self._read_forms(found, candidates) if candidates else (None, "derived_line")
         inner: dict[str, Any] | None = None
         if ctx is None:  # the rest is for lines without a form's ID: a line with one pays nothing more
-            ctx, source, found, fields, inner = self._beyond_forms(rec, fields, found)
+            ctx, source, found, fields, inner = self._beyond_forms(raw, fields, found)
         if ctx is None and self.correlation:
             value = self._correlation(fields)
             if value is None and inner is not None:
@@ -302,7 +347,7 @@ class TraceProcessor(Processor):
             or (ctx[2] is None and "parentid" in found)
         ):
             ctx = _completed(ctx, found)
-        return ctx, source
+        return ctx, source, fields
 
     # ---------------------------------------------------------------- the batch
 
@@ -314,7 +359,9 @@ class TraceProcessor(Processor):
             fields = rec.fields
             ctx, source = None, "derived_line"
             if fields is not None:
-                ctx, source = self._context(rec, fields)
+                ctx, source, own = self.trace_context(rec.raw, fields)
+                if own is not fields:
+                    rec.fields = own
             part = 0 if type(rec) is Record else getattr(rec, "part", 0)
             if ctx is None:
                 rec.trace_id, rec.span_id = line_ids(rec.origin.key, rec.offset, part)
@@ -337,13 +384,16 @@ class TraceProcessor(Processor):
         under ``obsbox.<field>`` (TRACE_IDS.md, "The app's own ID fields"). Called on first use, by
         sinks that write lines; ``rec.fields`` is read then, so a redacted line gives a redacted result.
         """
-        tf, sf = self.tf, self.sf
-        fields = rec.fields
-        if fields is None or rec.trace_id is None or rec.span_id is None:
+        fields, trace_id, span_id = rec.fields, rec.trace_id, rec.span_id
+        if fields is None or trace_id is None or span_id is None:
             return None  # not a JSON object nor logfmt: written as it is (the injector is set for those only)
-        raw = rec.raw
+        return self.enriched_line(rec.raw, fields, trace_id, span_id)
+
+    def enriched_line(self, raw: bytes, fields: dict[str, Any], trace_id: str, span_id: str) -> bytes | None:
+        """``raw`` with the IDs appended (see ``enriched``), from its parsed ``fields``."""
+        tf, sf = self.tf, self.sf
         if type(fields) is LogfmtFields:  # pairs appended as pairs; the same rule for the app's own
-            pairs = self._beside(fields, ((tf, rec.trace_id), (sf, rec.span_id)))
+            pairs = self._beside(fields, ((tf, trace_id), (sf, span_id)))
             return logfmt.appended(raw, pairs) if pairs else None
         end = raw.rfind(b"}")
         if tf not in fields and sf not in fields:
@@ -351,16 +401,16 @@ class TraceProcessor(Processor):
                 (
                     raw[:end],
                     self.splice_trace if fields else self.splice_trace[1:],
-                    rec.trace_id.encode(),
+                    trace_id.encode(),
                     self.splice_span,
-                    rec.span_id.encode(),
+                    span_id.encode(),
                     b'"',
                     raw[end:],
                 )
             )
         added = [
             orjson.dumps(name) + b":" + orjson.dumps(value)
-            for name, value in self._beside(fields, ((tf, rec.trace_id), (sf, rec.span_id)))
+            for name, value in self._beside(fields, ((tf, trace_id), (sf, span_id)))
         ]
         return b"".join((raw[:end], b",", b",".join(added), raw[end:])) if added else None
 

@@ -336,6 +336,24 @@ def _activity(found: Mapping[str, Any]) -> Context | None:
     return (ctx[0], ctx[1] if "activityid" in found else None, parent) if ctx else None
 
 
+def quick_activity(activity_key: str, parent_key: str | None) -> Callable[[Mapping[str, Any]], Context | None]:
+    """``_activity`` for the lines of one key shape, read straight from the line's object: None
+    unless ``ActivityId`` is the usual GUID and ``ParentId``, if the shape has it, 16 characters;
+    the general reader decides those lines (the same IDs, through more calls)."""
+
+    def read(fields: Mapping[str, Any]) -> Context | None:
+        value = fields[activity_key]
+        if type(value) is not str or len(value) != 36 or value[8] != "-" or value[23] != "-":
+            return None
+        trace = hex_bytes(value.replace("-", ""), 16)
+        parent = fields[parent_key] if parent_key is not None else ""
+        if trace is None or type(parent) is not str or len(parent) not in (0, 16):
+            return None
+        return (trace, None, hex_bytes(parent, 8) if parent else None)
+
+    return read
+
+
 def _b3(found: Mapping[str, Any]) -> Context | None:
     if "b3" in found and (ctx := b3_single(found["b3"])):
         return ctx

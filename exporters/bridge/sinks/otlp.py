@@ -30,7 +30,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from obsbox import __version__, logfields, protowire
 from obsbox.exporters.bridge import logfmt
 from obsbox.exporters.bridge.deferred import complete
-from obsbox.exporters.bridge.record import Record
+from obsbox.exporters.bridge.record import Origin, Record, context_service, time_ns
 from obsbox.exporters.bridge.retry import RetryPolicy
 from obsbox.exporters.bridge.sinks import wire
 from obsbox.exporters.bridge.sinks.http import Response, check_endpoint, compress, env_pairs
@@ -90,6 +90,16 @@ def _parsed(records: Sequence[Record]) -> list[Record]:
                 with contextlib.suppress(logfmt.LogfmtError):
                     rec.fields = logfmt.fields_of(rec.raw, rec.origin.logfmt)
     return records
+
+
+def well_known_keys(fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """The keys of a line's time, level and service: the first of each spelling it has, in
+    ``logfields``' priority order."""
+    time_key, level_key, service_key = (
+        next((key for key in keys if key in fields), None)
+        for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
+    )
+    return time_key, level_key, service_key
 
 
 class Encoding:
@@ -246,23 +256,26 @@ class OtlpSink(OtlpHttpSink):
         self.levels: dict[str, bytes] = {}  # a level's text → its encoded severity fields and detected_level
 
     def _attributes(self, rec: Record) -> bytes:
-        attrs = self.file_attrs.get(rec.origin.path)
-        if attrs is None:
-            if len(self.file_attrs) > 10_000:
-                self.file_attrs.clear()
-            attrs = self.file_attrs[rec.origin.path] = b"".join(
-                wire.attribute(protowire.string_kv(key, value))
-                for key, value in (
-                    ("log.file.path", rec.origin.path),
-                    ("log.file.name", os.path.basename(rec.origin.path)),
-                )
-            )
+        attrs = self.file_attrs.get(rec.origin.path) or self.file_attributes(rec.origin)
         if rec.parse_error:
             attrs += wire.attribute(protowire.string_kv("obsbox.parse_error", rec.parse_error))
         if rec.truncated:
             attrs += wire.attribute(protowire.bool_kv("obsbox.truncated", True))
         if rec.attributes:
             attrs += b"".join(wire.attribute(protowire.string_kv(k, v)) for k, v in rec.attributes.items())
+        return attrs
+
+    def file_attributes(self, origin: Origin) -> bytes:
+        """The attributes every plain line of a file carries: its path and name."""
+        if len(self.file_attrs) > 10_000:
+            self.file_attrs.clear()
+        attrs = self.file_attrs[origin.path] = b"".join(
+            wire.attribute(protowire.string_kv(key, value))
+            for key, value in (
+                ("log.file.path", origin.path),
+                ("log.file.name", os.path.basename(origin.path)),
+            )
+        )
         return attrs
 
     def _severity(self, fields: dict[str, Any] | None) -> bytes:
@@ -279,16 +292,19 @@ class OtlpSink(OtlpHttpSink):
         spelling, in ``logfields``' priority order), found once per shape: a log's lines share it."""
         if len(self.shapes) >= 4096:  # lines whose keys are data: start over
             self.shapes.clear()
-        time_key, level_key, service_key = (
-            next((key for key in keys if key in fields), None)
-            for keys in (logfields.TIME_KEYS, logfields.LEVEL_KEYS, logfields.SERVICE_KEYS)
-        )
-        plan = self.shapes[shape] = (time_key, level_key, service_key)
+        plan = self.shapes[shape] = well_known_keys(fields)
         return plan
 
-    def _well_known(self, rec: Record, fields: dict[str, Any]) -> tuple[int | None, bytes, str]:
+    def shape_keys(self, shape: tuple[str, ...], fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
+        """The keys of time, level and service of a line of this key shape (see ``_plan``)."""
+        return self.shapes.get(shape) or self._plan(shape, fields)
+
+    def _well_known(
+        self, fields: dict[str, Any], attributes: dict[str, str] | None, origin: Origin
+    ) -> tuple[int | None, bytes, str]:
         """(time, encoded severity, service) as ``logfields`` reads them, through the shape's plan;
-        a value of another type, or null, takes ``logfields``' general path."""
+        a value of another type, or null, takes ``logfields``' general path. ``attributes`` and
+        ``origin``: the record's (see ``Record.time_ns`` and ``Record.service``)."""
         shape = tuple(fields)
         time_key, level_key, service_key = self.shapes.get(shape) or self._plan(shape, fields)
         value = fields[time_key] if time_key else None
@@ -296,7 +312,7 @@ class OtlpSink(OtlpHttpSink):
         if ts is None and time_key:
             ts = logfields.timestamp_ns(fields)
         if ts is None:
-            ts = rec.time_ns()
+            ts = time_ns(fields, attributes)
         level = fields[level_key] if level_key else None
         severity = self.levels.get(level) if type(level) is str else None
         if severity is None:
@@ -309,10 +325,42 @@ class OtlpSink(OtlpHttpSink):
             if type(value) is str and value:
                 service = value
             elif service_key is None:  # what service_of finds when the line names none
-                service = rec.context_service() or "unknown_service"
-            else:
-                service = self.service_of(rec)
+                service = context_service(attributes, origin) or "unknown_service"
+            else:  # service_of, without a configured service
+                service = logfields.service(fields) or context_service(attributes, origin) or "unknown_service"
         return ts, severity, service
+
+    def add_line(  # noqa: PLR0917 - called once per line, where keyword arguments cost more
+        self,
+        encoding: Encoding,
+        observed: bytes,
+        fields: dict[str, Any],
+        raw: bytes,
+        origin: Origin,
+        offset: int,
+        trace_id: str,
+        span_id: str,
+    ) -> None:
+        """``add`` of one plain line that parsed as a JSON object, given without a Record: no parse
+        error, attributes, truncation or lines of a multiline record (``observed``: the batch's
+        observed-time field)."""
+        ts, severity, service = self._well_known(fields, None, origin)
+        attrs = self.file_attrs.get(origin.path) or self.file_attributes(origin)
+        if ts:
+            seen = observed
+        else:  # see ``untimed``
+            read = origin.read_ns(offset)
+            seen = wire.observed_field(read) if read else observed
+        item = wire.log_record(ts or 0, seen, severity, raw, attrs, trace_id, span_id)
+        key = (service, origin.resource)
+        group = encoding.open.get(key)
+        if group is None:
+            group = encoding.open[key] = []
+        group.append(item)
+        encoding.size += len(raw) + 120
+        encoding.count += 1
+        if encoding.size >= self.config.max_request_bytes:
+            encoding.cut()
 
     def add(self, encoding: Encoding, records: list[Record]) -> None:
         """As ``OtlpHttpSink.add``, with the well-known fields read through per-shape plans and the
@@ -324,7 +372,7 @@ class OtlpSink(OtlpHttpSink):
         for rec in records:
             fields = rec.fields
             if fields is not None:
-                ts, severity, service = well_known(rec, fields)
+                ts, severity, service = well_known(fields, rec.attributes, rec.origin)
                 body = rec.text().encode() if rec.rest else rec.raw  # parsed JSON is valid UTF-8
             else:
                 ts, severity, service = rec.time_ns(), self._severity(None), self.service_of(rec)
