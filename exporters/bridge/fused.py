@@ -41,9 +41,10 @@ from obsbox.exporters.bridge.sinks import file, otlp, wire
 CHUNK = 1024  # lines worked on at a time: as workers.CHUNK, the chunk's objects stay in the CPU's cache
 
 
-# Per key shape: the reader of its IDs, the keys of its time, level and service, and whether the IDs
-# are spliced in (see ``FusedPath._plan``).
-Plan = tuple[Callable[[dict[str, Any]], Any] | None, str | None, str | None, str | None, bool]
+# Per key shape: the reader of its IDs and the form they come from, the keys of its time, level and
+# service, and whether the IDs are spliced in (see ``FusedPath._plan``).
+Plan = tuple[Callable[[dict[str, Any]], Any] | None, str, str | None, str | None, str | None, bool]
+ZERO_TRACE, ZERO_SPAN = "0" * 32, "0" * 16
 
 
 class ExpandingLineError(Exception):
@@ -153,8 +154,15 @@ class FusedPath:
         splice_trace, splice_span = self.trace.splice_trace, self.trace.splice_span
         trace_ids, span_ids, parents, sources = batch.trace_ids, batch.span_ids, batch.parents, batch.sources
         plans, plan_of = self.plans, self._plan
-        otlps = [(*otlp_of, *self._file(otlp_of[0], origin)) for otlp_of in batch.otlps]
-        log_record, iso_ns = wire.log_record, logfields.iso_ns
+        # the OTLP sinks: the first one's state in locals (written back around anything that reads it)
+        otlps = [(sink, encoding, observed, *self._file(sink, origin)) for sink, encoding, observed in batch.otlps]
+        others = otlps[1:]
+        first = otlps[0] if otlps else None
+        if first is not None:
+            sink, encoding, observed, attrs, unnamed = first
+            levels, default_service, limit = sink.levels, sink.default_service, sink.config.max_request_bytes
+            size, count, groups = encoding.size, encoding.count, encoding.open
+        log_record, iso_ns, resource = wire.log_record, logfields.iso_ns, origin.resource
         wanted: list[list[bytes]] = [[] for _ in batch.line_parts]  # per line sink: the chunk's lines
         for raw, offset, obj in zip(lines, offsets, parsed, strict=True):
             if obj is None:
@@ -162,83 +170,88 @@ class FusedPath:
                 trace_ids.append(rec.trace_id)
                 span_ids.append(rec.span_id)
                 parents.append(rec.parent_span_id)
-                for sink, encoding, *_ in otlps:
-                    sink.add(encoding, [rec])
+                if first is not None:
+                    encoding.size, encoding.count = size, count
+                for sink_, encoding_, *_ in otlps:
+                    sink_.add(encoding_, [rec])
+                if first is not None:
+                    size, count, groups = encoding.size, encoding.count, encoding.open
                 for out in wanted:
                     out.append(rec.whole() if rec.rest else rec.line())
                 continue
-            fields = obj
+            fields, planned = obj, True
             shape = tuple(fields)
             plan = plans.get(shape)
             if plan is None:
                 plan = plan_of(shape, fields)
-            read, time_key, level_key, service_key, splice = plan
-            found = read(fields) if read is not None else None
-            if found is None:
+            read, source, time_key, level_key, service_key, splice = plan
+            ctx = read(fields) if read is not None else None
+            if ctx is None:
                 ctx, source, own = trace_context(raw, fields)
                 if own is not fields:  # read again exactly: its values may differ from the plan's
-                    fields, time_key = own, False
-            else:
-                ctx, source = found
+                    fields, planned = own, False
             if ctx is None:
                 identity = offset.to_bytes(8, "big")
                 digest = trace_hash.copy()
                 digest.update(identity)
-                trace_id, parent = nonzero_id(digest.hexdigest()), None
+                trace_id, parent = digest.hexdigest(), None
+                if trace_id == ZERO_TRACE:  # W3C forbids it (see ``nonzero_id``)
+                    trace_id = nonzero_id(trace_id)
                 digest = span_hash.copy()
                 digest.update(identity)
-                span_id = nonzero_id(digest.hexdigest())
+                span_id = digest.hexdigest()
+                if span_id == ZERO_SPAN:
+                    span_id = nonzero_id(span_id)
             else:
                 trace_id, span_id, parent = ctx
                 if span_id is None:
                     digest = span_hash.copy()
                     digest.update(offset.to_bytes(8, "big"))
-                    span_id = nonzero_id(digest.hexdigest())
+                    span_id = digest.hexdigest()
+                    if span_id == ZERO_SPAN:
+                        span_id = nonzero_id(span_id)
             trace_ids.append(trace_id)
             span_ids.append(span_id)
             parents.append(parent)
             sources.append(source)
-            for sink, encoding, observed, attrs, unnamed in otlps:
+            if first is not None:
                 # time, level and service as ``OtlpSink._well_known`` reads them, when they are as usual
-                value = fields[time_key] if time_key else None
-                ts = iso_ns(value) if type(value) is str else None
-                level = fields[level_key] if level_key else None
-                severity = sink.levels.get(level) if type(level) is str else None
-                service = sink.default_service
-                if not service:
-                    if service_key is None:
-                        service = unnamed
-                    elif type(name := fields[service_key]) is str and name:
-                        service = name
-                if not ts or severity is None or not service:
-                    if time_key is not None or severity is None or not service:  # anything less usual
-                        sink.add_line(encoding, observed, fields, raw, origin, offset, trace_id, span_id)
-                        continue
-                    read_ns = origin.read_ns(offset)  # no time of its own (see ``otlp.untimed``)
-                    item = log_record(
-                        0,
-                        wire.observed_field(read_ns) if read_ns else observed,
-                        severity,
-                        raw,
-                        attrs,
-                        trace_id,
-                        span_id,
-                    )
+                item = None
+                if planned:
+                    value = fields[time_key] if time_key else None
+                    ts = iso_ns(value) if type(value) is str else None
+                    level = fields[level_key] if level_key else None
+                    severity = levels.get(level) if type(level) is str else None
+                    service = default_service or (unnamed if service_key is None else fields[service_key])
+                    if severity is None or type(service) is not str or not service:
+                        pass
+                    elif ts:
+                        item = log_record(ts, observed, severity, raw, attrs, trace_id, span_id)
+                    elif time_key is None:  # no time of its own (see ``otlp.untimed``)
+                        read_ns = origin.read_ns(offset)
+                        seen = wire.observed_field(read_ns) if read_ns else observed
+                        item = log_record(0, seen, severity, raw, attrs, trace_id, span_id)
+                if item is None:  # anything less usual: the sink's own reading
+                    encoding.size, encoding.count = size, count
+                    sink.add_line(encoding, observed, fields, raw, origin, offset, trace_id, span_id)
+                    size, count, groups = encoding.size, encoding.count, encoding.open
                 else:
-                    item = log_record(ts, observed, severity, raw, attrs, trace_id, span_id)
-                key = (service, origin.resource)
-                group = encoding.open.get(key)
-                if group is None:
-                    group = encoding.open[key] = []
-                group.append(item)
-                encoding.size += len(raw) + 120
-                encoding.count += 1
-                if encoding.size >= sink.config.max_request_bytes:
-                    encoding.cut()
+                    group = groups.get((service, resource))
+                    if group is None:
+                        group = groups[service, resource] = []
+                    group.append(item)
+                    size += len(raw) + 120
+                    count += 1
+                    if size >= limit:
+                        encoding.size, encoding.count = size, count
+                        encoding.cut()
+                        size, count, groups = encoding.size, encoding.count, encoding.open
+                for sink_, encoding_, observed_, *_ in others:
+                    sink_.add_line(encoding_, observed_, fields, raw, origin, offset, trace_id, span_id)
             if wanted:
                 if not inject:
                     line = raw
-                elif splice and time_key is not False:
+                elif splice and planned:
                     end = raw.rfind(b"}")
                     line = b"".join(
                         (raw[:end], splice_trace, trace_id.encode(), splice_span, span_id.encode(), b'"', raw[end:])
@@ -247,6 +260,8 @@ class FusedPath:
                     line = enriched(raw, fields, trace_id, span_id) or raw
                 for out in wanted:
                     out.append(line)
+        if first is not None:
+            encoding.size, encoding.count = size, count
         for parts, out in zip(batch.line_parts, wanted, strict=True):
             parts.append(b"\n".join(out) + b"\n" if out else b"")
 
@@ -282,7 +297,8 @@ class FusedPath:
         return iter(records), sparse
 
     def _plan(self, shape: tuple[str, ...], fields: dict[str, Any]) -> Plan:
-        """What the lines of one key shape share: the reader of their IDs (None: ``trace_context``),
+        """What the lines of one key shape share: the reader of their IDs (None: ``trace_context``)
+        and the form it reads,
         the keys of their time, level and service, and whether the IDs are spliced in before the
         line's last ``}`` (a non-empty object without the ID fields; see ``TraceProcessor.enriched``)."""
         if not self.expanding.isdisjoint(shape):
@@ -290,8 +306,10 @@ class FusedPath:
         if len(self.plans) >= 4096:  # lines whose keys are data: start over
             self.plans.clear()
         tf, sf = self.trace.tf, self.trace.sf
+        read, source = self.trace.shape_reader(shape, fields)
         plan = self.plans[shape] = (
-            self.trace.shape_reader(shape, fields),
+            read,
+            source,
             *otlp.well_known_keys(fields),
             bool(fields) and tf not in fields and sf not in fields,
         )

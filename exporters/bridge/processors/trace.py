@@ -197,36 +197,35 @@ class TraceProcessor(Processor):
 
     def shape_reader(
         self, shape: tuple[str, ...], fields: dict[str, Any]
-    ) -> Callable[[dict[str, Any]], tuple[traceforms.Context, str] | None] | None:
-        """For the fused path: what reads the trace context, and the form it came from, of a line of
-        this key shape whose ID keys are at top level (None: its lines take ``trace_context``, as
-        lines whose IDs may be nested do). The reader gives None for a line no form reads an ID
-        from at once; ``trace_context`` decides that one."""
+    ) -> tuple[Callable[[dict[str, Any]], traceforms.Context | None] | None, str]:
+        """For the fused path: what reads the trace context of a line of this key shape whose ID
+        keys are at top level and trigger one form, and that form's name; (None, "") when the
+        shape's lines take ``trace_context`` (IDs that may be nested, several forms). The reader
+        gives None for a line it reads no ID from; ``trace_context`` decides that one."""
         id_keys, nested, candidates = self.plans.get(shape) or self._plan(fields.keys(), shape)
-        if nested or not candidates:
-            return None
+        if nested or len(candidates) != 1:
+            return None, ""
+        name, form = self.forms[candidates[0]]
         keys = {normalized: key for key, normalized in id_keys}
-        only_activity = [self.forms[index][0] for index in candidates] == ["activity_id"]
-        if only_activity and "activityid" in keys and set(keys) <= {"activityid", "parentid"}:
-            quick = traceforms.quick_activity(keys["activityid"], keys.get("parentid"))
-            return lambda fields: (ctx, "activity_id") if (ctx := quick(fields)) is not None else None
-        forms = [self.forms[index] for index in candidates]
+        if name == "activity_id" and "activityid" in keys and set(keys) <= {"activityid", "parentid"}:
+            return traceforms.quick_activity(keys["activityid"], keys.get("parentid")), name
         completes = not {"spanid", "transactionid", "parentid"}.isdisjoint(keys)
 
-        def read(fields: dict[str, Any]) -> tuple[traceforms.Context, str] | None:
+        def read(fields: dict[str, Any]) -> traceforms.Context | None:
             found = {normalized: fields[key] for key, normalized in id_keys}
-            for name, form in forms:
-                ctx = form(found)
-                if ctx is not None:
-                    if completes and (
-                        (ctx[1] is None and ("spanid" in found or "transactionid" in found))
-                        or (ctx[2] is None and "parentid" in found)
-                    ):
-                        ctx = _completed(ctx, found)
-                    return ctx, name
-            return None
+            ctx = form(found)
+            if (
+                ctx is not None
+                and completes
+                and (
+                    (ctx[1] is None and ("spanid" in found or "transactionid" in found))
+                    or (ctx[2] is None and "parentid" in found)
+                )
+            ):
+                return _completed(ctx, found)
+            return ctx
 
-        return read
+        return read, name
 
     def _candidates(self, found: Any) -> tuple[int, ...]:
         """The enabled forms the normalized keys in ``found`` can trigger, by priority."""
