@@ -91,7 +91,7 @@ _UNIX_2001 = 978_307_200
 
 
 _PRIORITY: dict[tuple[str, ...], tuple[frozenset[str], dict[str, int]]] = {}
-_ZULU_SECONDS: dict[str, int] = {}  # "2026-11-30T12:00:00" → epoch seconds: lines share their second
+_ZULU_SECONDS: dict[str, int] = {}  # "2026-11-30T12:00:00" → its Unix ns: lines share their second
 _SEEN: dict[str, Severity] = {}  # a level's text → its Severity
 _LAST: dict[tuple[str, ...], tuple[str, tuple[str, ...]]] = {}  # candidates → (key found last, keys before it)
 
@@ -157,17 +157,18 @@ def iso_ns(text: str) -> int | None:
     """ISO 8601 / RFC 3339 text in Unix nanoseconds (None when it is not a time)."""
     # the common shape, 2026-11-30T12:00:00[.fraction]Z: parse the seconds once per second seen
     if len(text) >= 20 and text[19] in ".Z" and text[-1] == "Z" and text[10] == "T":
-        seconds = _ZULU_SECONDS.get(text[:19])
+        second = _ZULU_SECONDS.get(text[:19])
         fraction = text[20:-1]
-        if seconds is not None and not fraction:
-            return seconds * 1_000_000_000
-        if seconds is not None and fraction.isdigit():
-            return seconds * 1_000_000_000 + int(fraction[:9]) * _FRACTION_SCALE.get(len(fraction), 1)
+        if second is not None:
+            if not fraction:
+                return second
+            if fraction.isdigit():
+                return second + int(fraction[:9]) * _FRACTION_SCALE.get(len(fraction), 1)
         parsed = _parse_iso(text)
         if parsed is not None and (fraction.isdigit() or not fraction):
             if len(_ZULU_SECONDS) > 100_000:
                 _ZULU_SECONDS.clear()
-            _ZULU_SECONDS[text[:19]] = parsed // 1_000_000_000
+            _ZULU_SECONDS[text[:19]] = parsed - parsed % 1_000_000_000
         return parsed
     return _parse_iso(text)
 

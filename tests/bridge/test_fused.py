@@ -180,10 +180,10 @@ def _one_clock(monkeypatch):
 @pytest.mark.parametrize("pipeline", list(PIPELINES))
 def test_fused_path_gives_the_stage_paths_bytes_changes_and_counters(tmp_path, pipeline):
     rng = random.Random(pipeline)
-    lines = corpus_lines() + [random_line(rng) for _ in range(500)]
+    lines = corpus_lines() + [random_line(rng) for _ in range(400)]
     rng.shuffle(lines)
     stage, fused = worker_of(tmp_path, pipeline, False), worker_of(tmp_path, pipeline, True)
-    for _ in range(2):  # the second time through, every key shape is planned already
+    for _ in range(2 if pipeline == "standard" else 1):  # the second time, every key shape is planned
         packed = batch(lines, rng)
         want, got = outcome(stage, packed), outcome(fused, packed)
         assert got[1] is None and want[1] is None  # no line expanded: changes, not whole records

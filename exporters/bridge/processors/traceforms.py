@@ -349,7 +349,13 @@ def quick_activity(activity_key: str, parent_key: str | None) -> Callable[[Mappi
         parent = fields[parent_key] if parent_key is not None else ""
         if trace is None or type(parent) is not str or len(parent) not in (0, 16):
             return None
-        return (trace, None, hex_bytes(parent, 8) if parent else None)
+        if parent:  # ``hex_bytes(parent, 8)``, without the call
+            parent = parent.lower()
+            try:
+                parent = parent if parent != _ZEROS[16] and len(bytes.fromhex(parent)) == 8 else None
+            except ValueError:
+                parent = None
+        return (trace, None, parent or None)
 
     return read
 
