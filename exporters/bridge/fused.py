@@ -333,8 +333,8 @@ class _Batch:
         self.parents: list[str | None] = []
         self.sources: list[str] = []
         self.sparse: dict[int, tuple] = {}
-        self.otlps = [
-            (encoding.sink, encoding, wire.observed_field(encoding.now))
+        self.otlps: list[tuple[otlp.OtlpSink, otlp.Encoding, bytes]] = [
+            (encoding.sink, encoding, wire.observed_field(encoding.now))  # type: ignore[misc] # OtlpSink's, by ``of``
             for encoding in encodings
             if type(encoding) is otlp.Encoding
         ]

@@ -371,18 +371,24 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], E
 
 
 def process(packed: Packed) -> WorkResult:
-    """Run in a worker: the processors, then every sink's encoder, over one batch."""
+    """Run in a worker: the fused path where it serves (see ``fused``), else the processors, then
+    every sink's encoder, over one batch."""
     worker = _here["worker"]  # set by _start, the initializer of every worker process
     packed = slots.lines_from(packed)
-    encodings = [make() if make is not None else None for make in worker.encoders]
     if worker.fused is not None:
+        encodings = [make() if make is not None else None for make in worker.encoders]
         try:
             changes = worker.fused.run(packed.runs, packed.extras, encodings)
         except ExpandingLineError:
             _counter_increments(worker)  # the fused attempt's counts: dropped, the stage path counts again
-            encodings = [make() if make is not None else None for make in worker.encoders]
         else:
             return _result(worker, changes, None, encodings, packed.slot)
+    return _staged(worker, packed)
+
+
+def _staged(worker: _Worker, packed: Packed) -> WorkResult:
+    """The processors, then every sink's encoder, over a batch of Records."""
+    encodings = [make() if make is not None else None for make in worker.encoders]
     originals = unpack(packed)
     raws = [rec.raw for rec in originals]
     records: list[Record] = []
