@@ -88,8 +88,8 @@ class FusedPath:
 
     def run(self, runs: list, extras: dict[int, Any], encodings: list) -> Changes:
         """Work a packed batch's lines (its ``runs`` and ``extras``, see ``workers.Packed``) into
-        ``encodings``; the changes the bridge applies. Raises ``ExpandingLineError`` when the batch must take
-        the stage path instead."""
+        ``encodings``; the changes the bridge applies. Raises ``ExpandingLineError`` when the batch
+        must take the stage path instead."""
         batch = _Batch(encodings)
         index = 0
         for origin, lines, offsets in run_lines(runs):
@@ -293,9 +293,9 @@ class FusedPath:
 
     def _plan(self, shape: tuple[str, ...], fields: dict[str, Any]) -> Plan:
         """What the lines of one key shape share: the reader of their IDs (None: ``trace_context``)
-        and the form it reads,
-        the keys of their time, level and service, and whether the IDs are spliced in before the
-        line's last ``}`` (a non-empty object without the ID fields; see ``TraceProcessor.enriched``)."""
+        and the form it reads, the keys of their time, level and service, and whether the IDs are
+        spliced in before the line's last ``}`` (a non-empty object without the ID fields; see
+        ``TraceProcessor.enriched``)."""
         if not self.expanding.isdisjoint(shape):
             raise ExpandingLineError("a line may expand into several records")
         if len(self.plans) >= 4096:  # lines whose keys are data: start over

@@ -14,7 +14,8 @@ bytes as read, with each file's :class:`Origin` written once), through a shared-
 (``slots``); what comes back is,
 per record, what the processors changed (IDs, a redacted line, a parse error), and for each sink
 that can encode in advance (OTLP, file, stdout) its ready request bodies or bytes. Only when a sink
-needs whole records (Loki, memory, plugins) do the parsed fields travel back too.
+needs whole records (Loki, memory, plugins) do the parsed fields travel back too. With the standard
+processors and sinks, a worker runs its lines through one loop instead of the stages (``fused``).
 
 A worker that dies (SIGKILL, the OOM killer, a crash in a C extension) breaks the pool: the bridge
 logs it, counts ``obsbox_bridge_errors_total{kind="worker_crash"}``, starts new workers and hands
