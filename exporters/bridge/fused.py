@@ -105,8 +105,8 @@ class FusedPath:
 
     def _slow(self, lines: list[bytes], extras: dict[int, Any], base: int) -> set[int]:
         """By index in the chunk, the lines that must go through the processors for what is known
-        before parsing: an extra (truncated, attributes, a multiline record's rest), or a secret."""
-        slow = {at - base for at in extras if base <= at < base + len(lines)}
+        before parsing: a truncated line, one of a multiline record, or one with a secret."""
+        slow = {at - base for at in extras if base <= at < base + len(lines) and (extras[at][0] or extras[at][2])}
         if self.redact is not None:
             for at, tried in self.redact.candidate_lines(lines).items():
                 if at not in slow and self.redact.scrub(lines[at], tried)[0] is not lines[at]:
@@ -132,6 +132,9 @@ class FusedPath:
         slow.update(at for at, obj in enumerate(parsed) if type(obj) is not dict)
         for at in slow:
             parsed[at] = None
+        for at in range(base, base + len(lines)):  # a container runtime's line: its attributes beside it
+            if at in extras and parsed[at - base] is not None:
+                parsed[at - base] = (parsed[at - base], extras[at][1])
         records: Any = iter(())
         if slow:
             records, sparse = self._processed(
@@ -159,8 +162,13 @@ class FusedPath:
             size, count, groups = encoding.size, encoding.count, encoding.open
         log_record, iso_ns, resource = wire.log_record, logfields.iso_ns, origin.resource
         wanted: list[list[bytes]] = [[] for _ in batch.line_parts]  # per line sink: the chunk's lines
-        for raw, offset, obj in zip(lines, offsets, parsed, strict=True):
-            if obj is None:
+        for at, (raw, offset, obj) in enumerate(zip(lines, offsets, parsed, strict=True)):
+            if type(obj) is dict:
+                fields, attributes = obj, None
+            elif obj is not None:  # with attributes
+                fields, attributes = obj
+                batch.sparse[base + at] = (None, None, attributes, b"")  # as ``Changes.entry`` has it
+            else:
                 rec = next(records)
                 trace_ids.append(rec.trace_id)
                 span_ids.append(rec.span_id)
@@ -174,7 +182,7 @@ class FusedPath:
                 for out in wanted:
                     out.append(rec.whole() if rec.rest else rec.line())
                 continue
-            fields, planned = obj, True
+            planned = True
             shape = tuple(fields)
             plan = plans.get(shape)
             if plan is None:
@@ -212,7 +220,7 @@ class FusedPath:
             if first is not None:
                 # time, level and service as ``OtlpSink._well_known`` reads them, when they are as usual
                 item = None
-                if planned:
+                if planned and attributes is None:
                     value = fields[time_key] if time_key else None
                     ts = iso_ns(value) if type(value) is str else None
                     level = fields[level_key] if level_key else None
@@ -228,7 +236,7 @@ class FusedPath:
                         item = log_record(0, seen, severity, raw, attrs, trace_id, span_id)
                 if item is None:  # anything less usual: the sink's own reading
                     encoding.size, encoding.count = size, count
-                    sink.add_line(encoding, observed, fields, raw, origin, offset, trace_id, span_id)
+                    sink.add_line(encoding, observed, fields, raw, origin, offset, trace_id, span_id, attributes)
                     size, count, groups = encoding.size, encoding.count, encoding.open
                 else:
                     group = groups.get((service, resource))
@@ -242,7 +250,7 @@ class FusedPath:
                         encoding.cut()
                         size, count, groups = encoding.size, encoding.count, encoding.open
                 for sink_, encoding_, observed_, *_ in others:
-                    sink_.add_line(encoding_, observed_, fields, raw, origin, offset, trace_id, span_id)
+                    sink_.add_line(encoding_, observed_, fields, raw, origin, offset, trace_id, span_id, attributes)
             if wanted:
                 if not inject:
                     line = raw

@@ -340,12 +340,14 @@ class OtlpSink(OtlpHttpSink):
         offset: int,
         trace_id: str,
         span_id: str,
+        attributes: dict[str, str] | None = None,
     ) -> None:
-        """``add`` of one plain line that parsed as a JSON object, given without a Record: no parse
-        error, attributes, truncation or lines of a multiline record (``observed``: the batch's
-        observed-time field)."""
-        ts, severity, service = self._well_known(fields, None, origin)
+        """``add`` of one line that parsed as a JSON object, given without a Record: no parse error,
+        truncation or lines of a multiline record (``observed``: the batch's observed-time field)."""
+        ts, severity, service = self._well_known(fields, attributes, origin)
         attrs = self.file_attrs.get(origin.path) or self.file_attributes(origin)
+        if attributes:
+            attrs += b"".join(wire.attribute(protowire.string_kv(k, v)) for k, v in attributes.items())
         if ts:
             seen = observed
         else:  # see ``untimed``
