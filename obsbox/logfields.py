@@ -151,6 +151,7 @@ def epoch_ns(value: float) -> int | None:
 
 
 _FRACTION_SCALE: dict[int, int] = {n: 10 ** (9 - n) for n in range(10)}  # ns per unit of an n-digit fraction
+_MILLIS: dict[str, int] = {f"{n:03d}": n * 1_000_000 for n in range(1000)}  # "123" → its ns
 
 
 def iso_ns(text: str) -> int | None:
@@ -162,6 +163,9 @@ def iso_ns(text: str) -> int | None:
         if second is not None:
             if not fraction:
                 return second
+            millis = _MILLIS.get(fraction)  # the usual fraction: a lookup, not a parse
+            if millis is not None:
+                return second + millis
             if fraction.isdigit():
                 return second + int(fraction[:9]) * _FRACTION_SCALE.get(len(fraction), 1)
         parsed = _parse_iso(text)
