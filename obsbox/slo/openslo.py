@@ -27,6 +27,7 @@ from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
 from obsbox.durations import UNITS, format_duration, parse_duration
+from obsbox.slo.periods import DEFAULT_START, Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
@@ -39,12 +40,15 @@ from obsbox.slo.spec import (
     known_histograms,
     period_problem,
 )
+from obsbox.slo.timeslices import Timeslices
 
 API_VERSION = "openslo/v1"
 PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
 NOTIFICATION_TARGET = "obsbox-alertmanager"
+OPENSLO_UTC = "Etc/UTC"  # the v1 schema wants Area/Location time zones
+BUDGETING = ("Occurrences", "Timeslices", "RatioTimeslices")
 KINDS = ("SLO", "SLI", "DataSource", "AlertPolicy", "AlertCondition", "AlertNotificationTarget", "Service")
-CALENDAR_UNITS = ("M", "Q", "Y")  # OpenSLO's months, quarters and years, whose lengths vary
+CALENDAR_KEYS = {"start": "startTime", "time_zone": "timeZone"}
 THRESHOLD_OPS = ("lte", "lt")  # a latency SLI counts the requests at or under its threshold
 BURN_OPS = ("gte", "gt")  # obsbox alerts when the burn rate reaches the condition's factor
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.name (RFC 1123, as the Go SDK checks)
@@ -134,12 +138,34 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
     spec |= {
         "service": service,
         "indicator": {"metadata": _metadata(name, sli_annotations), "spec": sli},
-        "timeWindow": [{"duration": openslo_duration(slo.window), "isRolling": True}],
-        "budgetingMethod": "Occurrences",
-        "objectives": [{**objective, "target": slo.objective}],
+        "timeWindow": [_time_window(slo)],
+        "budgetingMethod": "Occurrences" if slo.timeslices is None else slo.timeslices.method,
+        "objectives": [{**objective, "target": slo.objective, **_slices(slo)}],
         "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()],
     }
     return _document("SLO", _metadata(name, annotations, labels), spec)
+
+
+def _time_window(slo: SLO) -> dict[str, Any]:
+    if slo.calendar is None:
+        return {"duration": openslo_duration(slo.window), "isRolling": True}
+    zone = slo.calendar.time_zone
+    calendar = {"startTime": str(slo.calendar.start), "timeZone": OPENSLO_UTC if zone == "UTC" else zone}
+    return {"duration": slo.window, "isRolling": False, "calendar": calendar}
+
+
+def _slices(slo: SLO) -> dict[str, Any]:
+    """A time-slice objective's fields: the slice, its target, and for a ratio SLI how a slice's good
+    share compares with it."""
+    slices = slo.timeslices
+    if slices is None:
+        return {}
+    out: dict[str, Any] = {"timeSliceWindow": slices.window}
+    if slices.target is not None:
+        out["timeSliceTarget"] = slices.target
+        if slo.sli.kind == "availability":
+            out["op"] = slices.op
+    return out
 
 
 def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
@@ -174,7 +200,7 @@ def _metric_source(query: Selector) -> dict[str, Any]:
 
 
 def _policy_name(slo: SLO, condition: BurnCondition) -> str:
-    return f"obsbox-{condition.severity}-{condition.long_window}-{condition.short_window}-{slo.window}"
+    return f"obsbox-{condition.severity}-{condition.long_window}-{condition.short_window}-{slo.nominal_window}"
 
 
 def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
@@ -191,11 +217,11 @@ def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
         "AlertPolicy",
         {"name": name, "displayName": f"{c.severity}: {what}"},
         {
-            "description": f"obsbox's {c.severity} alert for SLOs over {slo.window}: the {what} (the error ratio "
-            f"over both windows at least {c.factor:g} times the error budget). alertAfter is the short window.",
+            "description": f"obsbox's {c.severity} alert for SLOs over {slo.nominal_window}: the {what} (the error "
+            f"ratio over both windows at least {c.factor:g} times the error budget). alertAfter is the short window.",
             "alertWhenBreaching": True,
             "alertWhenResolved": False,
-            "alertWhenNoData": False,
+            "alertWhenNoData": True,  # every SLO also gets SLONoData (a ticket) when its events have no series
             "conditions": [
                 {
                     "kind": "AlertCondition",
@@ -329,13 +355,15 @@ def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) ->
     """The obsbox spec entry of an OpenSLO SLO document."""
     spec = node.child("spec")
     budgeting = spec.get("budgetingMethod") or "Occurrences"
-    if budgeting != "Occurrences":
-        raise spec.error(
-            ("budgetingMethod",), f"{budgeting}: obsbox counts events (Occurrences); time slices are not supported"
-        )
+    if budgeting not in BUDGETING:
+        raise spec.error(("budgetingMethod",), f"{budgeting!r} is not one of {', '.join(BUDGETING)}")
     objectives = spec.get("objectives") or []
     if len(objectives) != 1:
-        raise spec.error(("objectives",), f"{len(objectives)} objectives: an obsbox SLO has one; write one SLO each")
+        raise spec.error(
+            ("objectives",),
+            f"{len(objectives)} objectives: an obsbox SLO has one, and two SLOs on one SLI would alert twice; keep "
+            "the objective to alert on",
+        )
     objective = spec.child("objectives", 0)
     if objective.get("indicator") is not None or objective.get("indicatorRef") is not None:
         raise objective.error((), "a composite SLO: obsbox reads one SLI per SLO")
@@ -345,9 +373,11 @@ def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) ->
     if description := spec.get("description") or node.get("metadata", "displayName"):
         entry["description"] = description
     entry["objective"] = _target(objective)
-    entry["window"] = _window(spec)
+    entry |= _window(spec)
     indicator = _ref(spec, ("indicator",), ("indicatorRef",), "SLI", index)
     entry["sli"], filters = _sli(indicator, objective, index)
+    if budgeting != "Occurrences":
+        entry["timeslices"] = _timeslices(objective, budgeting, ratio=entry["sli"]["kind"] == "availability")
     if filters:
         entry["filters"] = filters
     if labels := _labels(node, annotations):
@@ -404,6 +434,10 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
         raise spec.error((), "needs a thresholdMetric or a ratioMetric")
     if objective.get("value") is not None:
         raise objective.error(("value",), "belongs to a threshold SLI; a ratio SLI's objective is its target")
+    if objective.get("op") not in (None, "gte", "gt"):
+        raise objective.error(
+            ("op",), f"{objective.get('op')}: a ratio SLI's good share is held at or above its target (gt or gte)"
+        )
     if "raw" in ratio:
         raise spec.error(("ratioMetric", "raw"), "a precomputed ratio: obsbox counts good/bad and total events")
     if ratio.get("counter") is False:
@@ -471,22 +505,52 @@ def _target(objective: Node) -> float:
     raise objective.error(("target",), "needs a target (or targetPercent)")
 
 
-def _window(spec: Node) -> str:
+def _window(spec: Node) -> dict[str, Any]:
+    """The spec entry's ``window``, and its ``calendar`` for a calendar-aligned window."""
     if not spec.get("timeWindow"):
-        return "30d"
+        return {"window": "30d"}
     window = spec.child("timeWindow", 0)
-    if window.get("calendar") is not None or window.get("isRolling") is False:
-        raise window.error((), "a calendar-aligned window: obsbox's windows roll (isRolling: true)")
     duration = str(window.get("duration"))
-    if duration.endswith(CALENDAR_UNITS):
-        raise window.error(("duration",), f"{duration}: months, quarters and years vary in length; use days or weeks")
+    calendar = window.get("calendar")
+    if window.get("isRolling") is False or (calendar is not None and window.get("isRolling") is not True):
+        if not isinstance(calendar, dict):
+            raise window.error((), "a calendar-aligned window (isRolling: false) needs calendar: startTime, timeZone")
+        zone = str(calendar.get("timeZone") or "UTC")
+        entry = {"start": calendar.get("startTime", DEFAULT_START), "time_zone": "UTC" if zone == OPENSLO_UTC else zone}
+        for key, message in Calendar(**entry).problems(duration):
+            where = ("duration",) if key == ("window",) else ("calendar", CALENDAR_KEYS[str(key[-1])])
+            hint = " (m is minutes; M is months)" if duration.endswith("m") and key == ("window",) else ""
+            raise window.error(where, message + hint)
+        return {"window": duration, "calendar": Calendar(**entry).__dict__}
     try:
         period = format_duration(parse_duration(duration))
     except ValueError as exc:
-        raise window.error(("duration",), str(exc)) from None
+        problem = period_problem(duration) if duration[-1:] in ("M", "Q", "Y") else str(exc)
+        raise window.error(("duration",), str(problem)) from None
     if (problem := period_problem(period)) is not None:
         raise window.error(("duration",), problem)
-    return period
+    return {"window": period}
+
+
+def _timeslices(objective: Node, budgeting: str, ratio: bool) -> dict[str, Any]:
+    """The spec entry's ``timeslices`` from a Timeslices or RatioTimeslices objective."""
+    length = objective.get("timeSliceWindow")
+    if length is None:
+        raise objective.error(("timeSliceWindow",), f"{budgeting} needs the slice's length (timeSliceWindow)")
+    out: dict[str, Any] = {"window": f"{length}m" if isinstance(length, int | float) else str(length)}
+    if budgeting == "Timeslices":
+        target = objective.get("timeSliceTarget")
+        if not isinstance(target, int | float) or isinstance(target, bool):
+            raise objective.error(
+                ("timeSliceTarget",), "Timeslices needs the share of good events that makes a slice good"
+            )
+        out["target"] = float(target)
+        if ratio and objective.get("op") == "gt":
+            out["op"] = "gt"
+    problems = Timeslices(**out).problems()
+    for key, message in problems:
+        raise objective.error(("timeSliceWindow" if key == ("window",) else "timeSliceTarget",), message)
+    return out
 
 
 def openslo_duration(window: str) -> str:

@@ -10,6 +10,9 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
       - name: ReplyLatency
         objective: 0.95               # a ratio in (0, 1)
         window: 30d                   # the rolling period, 1d to 90d; 30d by default
+        # window: 1M                  # with calendar: a calendar period (1d, 1w, 1M, 1Q, 1Y; obsbox.slo.periods)
+        # calendar: {start: "2024-01-01 00:00:00", time_zone: UTC}
+        # timeslices: {window: 1m, target: 0.95}  # count bad minutes, not events (obsbox.slo.timeslices)
         sli:
           kind: latency               # good = _bucket{le=THRESHOLD}, total = _count
           metric: gateway_reply_latency_seconds
@@ -55,6 +58,7 @@ from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import Budgets
 from obsbox.slo.matching import common_series
+from obsbox.slo.periods import Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
 from obsbox.slo.selectors import (
     LABEL_NAME,
@@ -66,6 +70,7 @@ from obsbox.slo.selectors import (
     parse_matcher,
     parse_selector,
 )
+from obsbox.slo.timeslices import Timeslices
 
 
 def _shipped(name: str) -> Path:
@@ -124,6 +129,11 @@ class BurnCondition:
 
 def period_problem(window: str) -> str | None:
     """Why ``window`` is not a rolling period obsbox builds alerts for, or None."""
+    if window[-1:] in ("M", "Q", "Y"):
+        return (
+            f"{window}: a rolling period of months, quarters or years varies in length; write days for a "
+            "rolling period (30d, 90d), or make it a calendar period (calendar:, OpenSLO's isRolling: false)"
+        )
     low, high = (parse_duration(bound) for bound in PERIOD_RANGE)
     try:
         period = parse_duration(window)
@@ -414,6 +424,8 @@ class SLO:
     budgets: Budgets | None = None  # a latency SLO's threshold split among its stages (budgets.py)
     policy: list[PolicyStep] | None = None  # None: the spec's (obsbox.slo.policies)
     dashboard_url: str | None = None  # Grafana's base URL for the alerts' dashboard links
+    calendar: Calendar | None = None  # the window is a calendar period (1M, 1Q, 1w) from calendar.start
+    timeslices: Timeslices | None = None  # budget slices of time, not events (obsbox.slo.timeslices)
 
     def inherit(self, spec: SpecFile) -> None:
         """Take the spec-wide settings this SLO does not set itself."""
@@ -444,9 +456,20 @@ class SLO:
     def identity(self) -> tuple[Matcher, ...]:
         return (Matcher("service", "=", self.service or ""), Matcher("slo", "=", self.name))
 
+    @property
+    def nominal_window(self) -> str:
+        """The rolling length the alert windows scale with: the window, or a calendar period's nominal
+        length (1M: 30d)."""
+        return self.window if self.calendar is None else self.calendar.nominal(self.window)
+
+    @property
+    def period_text(self) -> str:
+        """The period in words: 30d, or 1 calendar month from 2024-01-01 00:00:00 UTC."""
+        return self.window if self.calendar is None else self.calendar.describe(self.window)
+
     def burn_conditions(self) -> list[BurnCondition]:
         """The SRE Workbook's four conditions for this SLO's period (:func:`burn_conditions`)."""
-        return burn_conditions(self.window)
+        return burn_conditions(self.nominal_window)
 
     def shared_series(self, other: SLO) -> Selector | None:
         """A series this SLO's SLI and ``other``'s both count, and count alike (both as errors, or both as
@@ -476,9 +499,16 @@ class SLO:
             out.append((("name",), f"{self.name!r}: use letters, digits, '_' and '-', starting with a letter"))
         if self.service is None:
             out.append(((), "missing required key 'service' (or set 'service' at the top of the file)"))
-        if (error := period_problem(self.window)) is not None:
-            out.append((("window",), error))
+        if self.calendar is not None:
+            period = self.calendar.problems(self.window)
+        elif (error := period_problem(self.window)) is not None:
+            period = [(("window",), error)]
         else:
+            period = []
+        out += period
+        if self.timeslices is not None:
+            out += [(("timeslices", *key), message) for key, message in self.timeslices.problems()]
+        if not period:
             out += self._objective_problems()  # the fastest alert's factor depends on the period
         if not self.runbook.strip():
             out.append((("runbook",), "must say what to do when the SLO burns"))

@@ -23,6 +23,7 @@ from typing import Any
 
 from obsbox import conventions
 from obsbox.durations import parse_duration as seconds
+from obsbox.slo import slicetests
 from obsbox.slo.budgets import without_stage_data
 from obsbox.slo.matching import BAD_VALUES, GOOD_VALUES, label_set, negated
 from obsbox.slo.policies import dashboard_link
@@ -81,15 +82,19 @@ def values(increments: Sequence[float]) -> str:
     return " ".join(terms)
 
 
-def per_minute(schedule: Sequence[Segment], budget: float) -> tuple[list[float], list[float]]:
-    """(errors, events) in each minute the series exist."""
+def per_minute(schedule: Sequence[Segment], budget: float, slices: int = 0) -> tuple[list[float], list[float]]:
+    """(errors, events) in each minute the series exist; ``slices``: the minutes of a time-slice SLO's
+    slices (obsbox.slo.slicetests)."""
+    for segment in schedule:
+        if segment.present and not 0 <= segment.burn * budget <= 1:
+            raise UntestableError(f"a burn of {num(segment.burn)} needs an error ratio of {num(segment.burn * budget)}")
+    if slices:
+        return slicetests.per_minute(schedule, budget, slices)
     errors: list[float] = []
     events: list[float] = []
     for segment in schedule:
         if segment.present:
             ratio = segment.burn * budget
-            if not 0 <= ratio <= 1:
-                raise UntestableError(f"a burn of {num(segment.burn)} needs an error ratio of {num(ratio)}")
             errors += [PER_MINUTE * ratio] * segment.minutes
             events += [PER_MINUTE] * segment.minutes
     return errors, events
@@ -110,13 +115,18 @@ def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition
     Each window is averaged as it is, one minute shorter (a range's first sample starts it) and, when
     it is summed from the recorded 5m rates, one step longer; all must agree, clear of the factor."""
     out = []
-    minutes = per_minute(schedule, slo.error_budget)
+    length = slice_minutes(slo)
+    minutes = per_minute(schedule, slo.error_budget, length)
+    values = slicetests.slice_values(schedule, slo.error_budget, length, at) if length else {}
     for condition in slo.burn_conditions():
         states = []
         for window in (condition.long_window, condition.short_window):
             width = int(seconds(window) // 60)
-            widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
-            burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
+            if length:  # the mean of the slices, with and without the one at the window's start
+                burns = [slicetests.burn_over(values, slo.error_budget, at, width, c) for c in (True, False)]
+            else:
+                widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
+                burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
             seen = {b is not None and b >= condition.factor for b in burns}
             if len(seen) > 1 or any(b is not None and abs(b / condition.factor - 1) <= MARGIN for b in burns):
                 return None
@@ -126,9 +136,14 @@ def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition
     return out
 
 
-def no_data(schedule: Sequence[Segment], at: int) -> bool:
+def slice_minutes(slo: SLO) -> int:
+    """A time-slice SLO's slice in minutes (its rules' evaluation interval); 0 for other SLOs."""
+    return int(seconds(slo.timeslices.window) // 60) if slo.timeslices is not None else 0
+
+
+def no_data(schedule: Sequence[Segment], at: int, step: int = STEP) -> bool:
     """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (two samples in 5m) has been absent
-    at every evaluation since ``NO_DATA_FOR`` ago."""
+    at every evaluation (every ``step`` minutes) since ``NO_DATA_FOR`` ago."""
     last = sum(s.minutes for s in schedule if s.present)  # samples at minutes 0..last
 
     def absent(t: int) -> bool:
@@ -136,8 +151,8 @@ def no_data(schedule: Sequence[Segment], at: int) -> bool:
 
     hold = int(seconds(NO_DATA_FOR) // 60)
     since = at
-    while since - STEP >= 0 and absent(since - STEP):
-        since -= STEP
+    while since - step >= 0 and absent(since - step):
+        since -= step
     return absent(at) and at - since >= hold
 
 
@@ -185,7 +200,7 @@ def cases(slo: SLO) -> list[Case]:
 def series(slo: SLO, schedule: Sequence[Segment]) -> list[dict[str, str]]:
     """Input series the SLI reads as the schedule's error ratio and, outside each filter, a target whose
     requests all fail and one whose requests all succeed, which the SLI must not count either way."""
-    errors, events = per_minute(schedule, slo.error_budget)
+    errors, events = per_minute(schedule, slo.error_budget, slice_minutes(slo))
     filters = slo.matchers
     out = _place(slo, _target(filters, "test"), errors, events)
     for skipped in filters:
@@ -291,7 +306,7 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
         for at in range(STEP, end + 1, STEP):
             fired = firing(slo, case.schedule, at)
             if fired is not None:
-                checks.append((at, fired, no_data(case.schedule, at)))
+                checks.append((at, fired, no_data(case.schedule, at, slice_minutes(slo) or STEP)))
         if len(checks) < 2 or not case.expect(checks):
             raise UntestableError(f"the {case.name} case cannot show its intent ({case.intent}) at this objective")
         checks = _turns(checks)
@@ -318,7 +333,8 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
                 ],
             }
         )
-    return {"rule_files": [rules_file], "evaluation_interval": f"{STEP}m", "tests": tests}
+    interval = slice_minutes(slo) or STEP  # a time-slice SLO's group runs once per slice
+    return {"rule_files": [rules_file], "evaluation_interval": f"{interval}m", "tests": tests}
 
 
 def rendered(slo: SLO, rule: Alert, at: int) -> dict[str, str]:

@@ -5,6 +5,7 @@ names their sources)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -46,10 +47,14 @@ def schema() -> jsonschema.Draft7Validator:
 
 def schema_form(document: dict[str, Any]) -> dict[str, Any]:
     """An SLO's alertPolicies as the v1 JSON schema writes them (names): the schema predates the spec
-    text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes."""
+    text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes. It also predates the
+    spec text's ``RatioTimeslices``, so such an SLO is checked as an Occurrences one (the rest of it,
+    timeSliceWindow included, is checked as written)."""
     out = copy.deepcopy(document)
     if out["kind"] == "SLO":
         out["spec"]["alertPolicies"] = [ref["alertPolicyRef"] for ref in out["spec"].get("alertPolicies", [])]
+        if out["spec"]["budgetingMethod"] == "RatioTimeslices":
+            out["spec"]["budgetingMethod"] = "Occurrences"
     return out
 
 
@@ -142,11 +147,12 @@ SLI_OBJECTIVE = {
 EXAMPLES = {
     # OpenSLO/OpenSLO examples/ (README: "Examples")
     ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "metricSource.type: Any: obsbox builds Prometheus",
-    ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "budgetingMethod: RatioTimeslices",
-    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
-    ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
+    # Their budgeting and windows import (test_the_examples_budgeting_imports_with_a_prometheus_source)
+    ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "good.metricSource.type: Any: obsbox builds",
+    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "objectives: 2 objectives: an obsbox SLO",
+    ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "type: Any: obsbox builds",
     # OpenSLO/go-sdk pkg/openslo/v1/examples
-    ("go-sdk/slos.yaml", "SLO web-availability"): "budgetingMethod: Timeslices",
+    ("go-sdk/slos.yaml", "SLO web-availability"): "imports",  # Timeslices over calendar weeks in New York
     ("go-sdk/slis.yaml", "SLI search-availability"): "good.metricSource.type: Datadog: obsbox builds Prometheus",
     ("go-sdk/slis.yaml", "SLI end-user-response"): "ratioMetric.counter: false (gauges)",
     ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio",
@@ -175,14 +181,14 @@ EXAMPLES = {
     **{
         ("schema-test/" + name, "SLO test-slo"): outcome
         for name, outcome in {
-            "slo-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-no-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-no-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-indicatorref-calendar-alerts.yaml": "alertPolicies[0]: no AlertPolicy named 'foo-alert-policy'",
+            "slo-indicatorref-calendar-no-alerts.yaml": "imports",  # calendar days from 12:30 in New York
+            "slo-no-indicatorref-calendar-alerts.yaml": "good.metricSource.type: Datadog: obsbox builds",
+            "slo-no-indicatorref-calendar-no-alerts.yaml": "good.metricSource.type: Datadog: obsbox builds",
             "slo-indicatorref-rolling-alerts.yaml": "alertPolicies[0]: no AlertPolicy named 'foo-alert-policy'",
             "slo-indicatorref-rolling-no-alerts.yaml": "imports",  # a 1d period
-            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
-            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
+            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M: a rolling period of months",
+            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: a rolling period of months",
         }.items()
     },
     ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "page burnrate None 2 over 1h",
@@ -250,7 +256,7 @@ def test_a_prometheus_example_sli_becomes_an_availability_sli(tmp_path: Path):
         ("2w", "14d"),  # the OpenSLO example occurences-slo.yaml's period
         ("4w", "28d"),
         ("1d", "1d"),
-        ("1M", "spec.timeWindow[0].duration: 1M: months, quarters and years vary in length"),
+        ("1M", "spec.timeWindow[0].duration: 1M: a rolling period of months, quarters or years varies in length"),
         ("2h", "spec.timeWindow[0].duration: '2h' is not an SLO period obsbox supports: a rolling period from 1d"),
     ],
 )
@@ -298,7 +304,7 @@ def test_the_commands(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["slo", "import-openslo", str(OPENSLO / "openslo-examples" / "timeslices-slo.yaml")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "timeslices-slo.yaml:32: SLO service-availability: spec.budgetingMethod: Timeslices" in line
+    assert "timeslices-slo.yaml:33: SLO service-availability: spec.objectives: 2 objectives" in line
 
 
 def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
@@ -308,3 +314,50 @@ def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
     assert imported.notes == [
         f"{tmp_path / 'probe.yaml'}: SLO probe has no runbook (annotation obsbox.dev/runbook); write one"
     ]
+
+
+@pytest.mark.parametrize(
+    ("file", "expected"),
+    [
+        ("ratio-timeslices.yaml", ("14d", None, {"window": "1m", "target": None, "op": "gte"})),
+        (
+            "low-traffic-timeslices-slo.yaml",
+            (
+                "1w",
+                {"start": "2022-01-01 12:00:00", "time_zone": "America/New_York"},
+                {"window": "1m", "target": 0.95, "op": "gt"},
+            ),
+        ),
+    ],
+)
+def test_the_examples_budgeting_imports_with_a_prometheus_source(file: str, expected: tuple[Any, ...], tmp_path: Path):
+    """The project's budgeting examples, their placeholder ``type: Any`` sources made Prometheus counters:
+    RatioTimeslices over a rolling 2w, and Timeslices over calendar weeks in New York."""
+    text = (OPENSLO / "openslo-examples" / file).read_text().replace("type: Any", "type: Prometheus")
+    queries = iter(['probe_requests_total{code="200"}', "probe_requests_total"])
+    path = tmp_path / file
+    path.write_text(re.sub(r"query: Any", lambda _: f"query: '{next(queries)}'", text))
+    (slo,) = openslo.load([path]).slos
+    window, calendar, slices = expected
+    assert slo.window == window
+    assert (slo.calendar and dataclasses.asdict(slo.calendar)) == calendar
+    assert dataclasses.asdict(slo.timeslices) == slices
+    assert slo.burn_conditions()[0].long_window == ("1h" if window == "14d" else "14m").replace("1h", "28m")
+
+
+def test_calendar_windows_are_refused_in_one_line_when_obsbox_cannot_build_them(tmp_path: Path):
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+    for window, refusal in {
+        "{duration: 1m, calendar: {startTime: 2022-01-01 12:00:00, timeZone: Etc/UTC}}": "'1m' is not a calendar "
+        "period: a whole number of d, w, M, Q or Y (1M, 1Q, 2w) (m is minutes; M is months)",
+        "{duration: 1M, calendar: {startTime: 2022-01-31 00:00:00, timeZone: Etc/UTC}}": "calendar.startTime: day 31",
+        "{duration: 1M, calendar: {startTime: 2022-01-01 00:00:00, timeZone: Mars/Olympus}}": "calendar.timeZone: "
+        "'Mars/Olympus' is not an IANA time zone",
+        "{duration: 2Y, isRolling: false, calendar: {startTime: 2022-01-01 00:00:00, timeZone: Etc/UTC}}": "'2Y' is "
+        "longer than a year",
+        "{duration: 1M, isRolling: false}": "a calendar-aligned window (isRolling: false) needs calendar",
+    }.items():
+        reference = f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}\n  timeWindow: [{window}]"
+        with pytest.raises(ConfigError) as refused:
+            openslo.load([sli, probe(tmp_path, reference)])
+        assert "SLO probe: spec.timeWindow[0]" in str(refused.value) and refusal in str(refused.value), window
