@@ -128,6 +128,8 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
         annotations["policy"] = json.dumps([dataclasses.asdict(step) for step in slo.policy])
     if slo.dashboard_url not in (None, DEFAULT_DASHBOARD_URL):
         annotations["dashboard-url"] = str(slo.dashboard_url)
+    if slo.objective_of is not None:
+        annotations["objective-of"] = slo.objective_of
     service = str(slo.service)
     if not _DNS_LABEL.fullmatch(service):
         annotations["service"], service = service, openslo_name(service)
@@ -304,14 +306,14 @@ def load(paths: Sequence[str | Path]) -> Imported:
     for (kind, _), node in index.items():
         if kind != "SLO":
             continue
-        entry = _slo(node, index, imported.notes)
-        slo = _validated(node, entry, histograms)
-        if slo.name in names:
-            raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
-        names[slo.name] = node
-        _check_alert_policies(node, slo, index)
-        imported.entries.append(entry)
-        imported.slos.append(slo)
+        for entry in _slos(node, index, imported.notes):
+            slo = _validated(node, entry, histograms)
+            if slo.name in names:
+                raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
+            names[slo.name] = node
+            _check_alert_policies(node, slo, index)
+            imported.entries.append(entry)
+            imported.slos.append(slo)
     if not imported.slos:
         raise ConfigError("no SLO documents (kind: SLO) to import", source=", ".join(map(str, paths)))
     return imported
@@ -351,24 +353,54 @@ def _validated(node: Node, entry: dict[str, Any], histograms: Mapping[str, Seque
     return slo
 
 
-def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) -> dict[str, Any]:
-    """The obsbox spec entry of an OpenSLO SLO document."""
+def _slos(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) -> list[dict[str, Any]]:
+    """The obsbox spec entries of an OpenSLO SLO document: one per objective. Each objective of a ratio
+    SLI is its own SLO (``<name>-<objective's displayName, or its number>``) with its own rules and
+    alerts, as Nobl9 alerts per objective; they share the SLI (``objective_of``)."""
+    spec = node.child("spec")
+    objectives = spec.get("objectives") or []
+    if not objectives:
+        raise spec.error(("objectives",), "needs an objective (a target)")
+    if len(objectives) > 1:
+        indicator = _ref(spec, ("indicator",), ("indicatorRef",), "SLI", index)
+        if indicator.get("spec", "thresholdMetric") is not None:
+            raise spec.error(
+                ("objectives",),
+                f"{len(objectives)} objectives on a thresholdMetric SLI: OpenSLO allows one (its README, Notes "
+                "(SLO): objectives); only a ratioMetric SLI takes several",
+            )
+    entries = [_slo(node, index, notes if i == 0 else [], i) for i in range(len(objectives))]
+    if len(entries) > 1:
+        base = entries[0]["name"]
+        for i, entry in enumerate(entries):
+            entry["name"] = objective_name(base, spec.get("objectives", i, "displayName"), i)
+            entry["objective_of"] = base
+    names = [entry["name"] for entry in entries]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise spec.error(("objectives", i, "displayName"), f"makes the SLO name {name} a second time")
+    return entries
+
+
+def objective_name(base: str, display: Any, i: int) -> str:
+    """An objective's SLO name: its displayName as a name (SLA -> base-sla), else its number (base-2)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(display or "").lower()).strip("-")
+    return f"{base}-{slug or i + 1}"
+
+
+def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str], i: int = 0) -> dict[str, Any]:
+    """The obsbox spec entry of an OpenSLO SLO document's ``i``-th objective."""
     spec = node.child("spec")
     budgeting = spec.get("budgetingMethod") or "Occurrences"
     if budgeting not in BUDGETING:
         raise spec.error(("budgetingMethod",), f"{budgeting!r} is not one of {', '.join(BUDGETING)}")
-    objectives = spec.get("objectives") or []
-    if len(objectives) != 1:
-        raise spec.error(
-            ("objectives",),
-            f"{len(objectives)} objectives: an obsbox SLO has one, and two SLOs on one SLI would alert twice; keep "
-            "the objective to alert on",
-        )
-    objective = spec.child("objectives", 0)
+    objective = spec.child("objectives", i)
     if objective.get("indicator") is not None or objective.get("indicatorRef") is not None:
         raise objective.error((), "a composite SLO: obsbox reads one SLI per SLO")
     annotations = node.annotations()
     entry: dict[str, Any] = {"name": annotations.get("name", node.name)}
+    if "objective-of" in annotations:
+        entry["objective_of"] = annotations["objective-of"]
     entry["service"] = annotations.get("service", spec.get("service"))
     if description := spec.get("description") or node.get("metadata", "displayName"):
         entry["description"] = description

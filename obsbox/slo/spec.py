@@ -27,6 +27,8 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
           slack: 10ms                 # with the stages, adds up to the threshold
         # policy: []                  # this SLO's own policy, replacing the one above ([]: none)
+        # objective_of: Reply         # one of several objectives on one SLI (an OpenSLO SLO's): these
+        #                             # SLOs may count the same series, each alerting on its own objective
       - name: Availability
         objective: 0.99
         sli:
@@ -383,6 +385,18 @@ class SLI:
         events = parse_selector(counted).where(*filters)
         return events, parse_selector(self.total).where(*filters), self.bad is not None
 
+    def named_selectors(self, filters: Sequence[Matcher] = ()) -> list[tuple[Selector, Selector, bool]]:
+        """``selectors`` under the histogram's name and under each of its ``older_names``: every series
+        the SLI may read."""
+        current = self.selectors(filters)
+        if self.kind != "latency":
+            return [current]
+        older = [
+            (Selector(f"{name}_bucket", current[0].matchers), Selector(f"{name}_count", current[1].matchers), False)
+            for name in self.older_names
+        ]
+        return [current, *older]
+
     def error_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """Errors per second over ``window``, summed over every matching series."""
         total = self.total_rate_expr(window, filters)
@@ -426,6 +440,9 @@ class SLO:
     dashboard_url: str | None = None  # Grafana's base URL for the alerts' dashboard links
     calendar: Calendar | None = None  # the window is a calendar period (1M, 1Q, 1w) from calendar.start
     timeslices: Timeslices | None = None  # budget slices of time, not events (obsbox.slo.timeslices)
+    # one of several objectives on one SLI (an OpenSLO SLO's objectives, each its own obsbox SLO with its
+    # own alerts, as Nobl9 alerts per objective): SLOs of one objective_of may count the same series
+    objective_of: str | None = None
 
     def inherit(self, spec: SpecFile) -> None:
         """Take the spec-wide settings this SLO does not set itself."""
@@ -476,11 +493,16 @@ class SLO:
         good events), for the same service: the two would alert twice on one fault. None when there is none."""
         if self.service != other.service or self.sli.kind != other.sli.kind:
             return None
-        mine, theirs = self.sli.selectors(self.matchers), other.sli.selectors(other.matchers)
-        if mine[2] != theirs[2]:
-            return None
-        events, total = common_series(mine[0], theirs[0]), common_series(mine[1], theirs[1])
-        return events if total is not None else None
+        if self.objective_of is not None and self.objective_of == other.objective_of:
+            return None  # objectives of one SLO: one SLI by design
+        for mine in self.sli.named_selectors(self.matchers):
+            for theirs in other.sli.named_selectors(other.matchers):
+                if mine[2] != theirs[2]:
+                    continue
+                events, total = common_series(mine[0], theirs[0]), common_series(mine[1], theirs[1])
+                if events is not None and total is not None:
+                    return events
+        return None
 
     def overlap_problem(self, others: Sequence[tuple[str, SLO]]) -> str | None:
         """Why this SLO may not sit beside ``others`` (each with where it is), or None."""

@@ -149,7 +149,9 @@ EXAMPLES = {
     ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "metricSource.type: Any: obsbox builds Prometheus",
     # Their budgeting and windows import (test_the_examples_budgeting_imports_with_a_prometheus_source)
     ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "good.metricSource.type: Any: obsbox builds",
-    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "objectives: 2 objectives: an obsbox SLO",
+    # its two objectives import as two SLOs (test_each_objective_is_an_slo_of_its_own), but its window is
+    # 1m (minutes) where its comment says a month
+    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "duration: '1m' is not a calendar period",
     ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "type: Any: obsbox builds",
     # OpenSLO/go-sdk pkg/openslo/v1/examples
     ("go-sdk/slos.yaml", "SLO web-availability"): "imports",  # Timeslices over calendar weeks in New York
@@ -304,7 +306,7 @@ def test_the_commands(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["slo", "import-openslo", str(OPENSLO / "openslo-examples" / "timeslices-slo.yaml")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "timeslices-slo.yaml:33: SLO service-availability: spec.objectives: 2 objectives" in line
+    assert "timeslices-slo.yaml:27: SLO service-availability: spec.timeWindow[0].duration: '1m' is not a" in line
 
 
 def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
@@ -333,16 +335,43 @@ def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
 def test_the_examples_budgeting_imports_with_a_prometheus_source(file: str, expected: tuple[Any, ...], tmp_path: Path):
     """The project's budgeting examples, their placeholder ``type: Any`` sources made Prometheus counters:
     RatioTimeslices over a rolling 2w, and Timeslices over calendar weeks in New York."""
-    text = (OPENSLO / "openslo-examples" / file).read_text().replace("type: Any", "type: Prometheus")
-    queries = iter(['probe_requests_total{code="200"}', "probe_requests_total"])
-    path = tmp_path / file
-    path.write_text(re.sub(r"query: Any", lambda _: f"query: '{next(queries)}'", text))
-    (slo,) = openslo.load([path]).slos
+    (slo,) = openslo.load([prometheus_example(file, tmp_path)]).slos
     window, calendar, slices = expected
     assert slo.window == window
     assert (slo.calendar and dataclasses.asdict(slo.calendar)) == calendar
     assert dataclasses.asdict(slo.timeslices) == slices
     assert slo.burn_conditions()[0].long_window == ("1h" if window == "14d" else "14m").replace("1h", "28m")
+
+
+def prometheus_example(file: str, tmp_path: Path, fixes: dict[str, str] | None = None) -> Path:
+    """A project example with its placeholder ``type: Any`` sources made Prometheus counters (and ``fixes``)."""
+    text = (OPENSLO / "openslo-examples" / file).read_text().replace("type: Any", "type: Prometheus")
+    for old, new in (fixes or {}).items():
+        text = text.replace(old, new)
+    queries = iter(['probe_requests_total{code="200"}', "probe_requests_total"])
+    path = tmp_path / file
+    path.write_text(re.sub(r"query: Any", lambda _: f"query: '{next(queries)}'", text))
+    return path
+
+
+def test_each_objective_is_an_slo_of_its_own(tmp_path: Path):
+    """timeslices-slo.yaml's two objectives (its window a month, as its comment says) are two SLOs on one
+    SLI, each with its own rule group and alerts; the export writes one objective per SLO and reads back."""
+    path = prometheus_example("timeslices-slo.yaml", tmp_path, {"duration: 1m": "duration: 1M"})
+    slos = openslo.load([path]).slos
+    assert [(s.name, s.objective, s.objective_of, s.timeslices and s.timeslices.op) for s in slos] == [
+        ("service-availability-internal-objective", 0.995, "service-availability", "gt"),
+        ("service-availability-sla", 0.99, "service-availability", "gte"),
+    ]
+    groups = [g["name"] for g in rules(slos)["groups"]]
+    assert groups[:2] == ["obsbox-slo-service-availability-internal-objective", "obsbox-slo-service-availability-sla"]
+    exported = openslo.export(slos)
+    assert [len(d["spec"]["objectives"]) for d in exported if d["kind"] == "SLO"] == [1, 1]
+    (tmp_path / "out.yaml").write_text(openslo.dumps(exported))
+    assert openslo.load([tmp_path / "out.yaml"]).slos == slos
+    apart = [dataclasses.replace(s, objective_of=None) for s in slos]  # two SLOs on one SLI otherwise alert twice
+    with pytest.raises(ConfigError, match="counts the same series as SLO service-availability-internal"):
+        rules(apart)
 
 
 def test_calendar_windows_are_refused_in_one_line_when_obsbox_cannot_build_them(tmp_path: Path):
