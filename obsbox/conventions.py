@@ -83,6 +83,7 @@ SLO_CURRENT_BURN_RATE = "slo:current_burn_rate:ratio"
 SLO_PERIOD_BURN_RATE = "slo:period_burn_rate:ratio"
 SLO_BUDGET_REMAINING = "slo:period_error_budget_remaining:ratio"
 SLO_ALERT = "SLOErrorBudgetBurn"  # {slo, severity="page"|"ticket", long_window, short_window}
+SLO_BURN_RATE_ALERT = "SLOBurnRate"  # {slo, service, severity, window, condition}: a single-window condition
 SLO_NO_DATA_ALERT = "SLONoData"  # {slo, service, severity="ticket"}: the SLI's events have no series
 BURN_THRESHOLDS = {"page": ((14.4, "1h", "5m"), (6.0, "6h", "30m")), "ticket": ((3.0, "1d", "2h"), (1.0, "3d", "6h"))}
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
 from obsbox.durations import UNITS, format_duration, parse_duration
+from obsbox.slo.burnalerts import OPS, BurnAlert
 from obsbox.slo.periods import DEFAULT_START, Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
@@ -73,6 +74,7 @@ def export(slos: Sequence[SLO]) -> list[dict[str, Any]]:
             raise ConfigError(f"becomes the OpenSLO name {name!r}, as {names[name]} does", source=f"SLO {slo.name}")
         names[name] = slo.name
     policies = {_policy_name(slo, c): _policy(slo, c) for slo in slos for c in slo.burn_conditions()}
+    policies |= {_alert_policy_name(slo, a): _alert_policy(slo, a) for slo in slos for a in slo.alerts}
     target = _document(
         "AlertNotificationTarget",
         {"name": NOTIFICATION_TARGET},
@@ -143,7 +145,8 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
         "timeWindow": [_time_window(slo)],
         "budgetingMethod": "Occurrences" if slo.timeslices is None else slo.timeslices.method,
         "objectives": [{**objective, "target": slo.objective, **_slices(slo)}],
-        "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()],
+        "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()]
+        + [{"alertPolicyRef": _alert_policy_name(slo, a)} for a in slo.alerts],
     }
     return _document("SLO", _metadata(name, annotations, labels), spec)
 
@@ -236,6 +239,42 @@ def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
     )
 
 
+def _alert_policy_name(slo: SLO, alert: BurnAlert) -> str:
+    name = f"{openslo_name(slo.name)}-{alert.label}"
+    if not _DNS_LABEL.fullmatch(name):
+        raise ConfigError(f"{name!r} is longer than an OpenSLO name (63)", source=f"SLO {slo.name}", key="alerts")
+    return name
+
+
+def _alert_policy(slo: SLO, alert: BurnAlert) -> dict[str, Any]:
+    """A single-window condition of the SLO's ``alerts`` as an alert policy with its condition inline."""
+    condition = {
+        "kind": "burnrate",
+        "op": alert.op,
+        "threshold": alert.threshold,
+        "lookbackWindow": alert.window,
+        "alertAfter": alert.after,
+    }
+    return _document(
+        "AlertPolicy",
+        {"name": _alert_policy_name(slo, alert)},
+        {
+            "description": f"{slo.name}'s own alert: {alert.describe()} (obsbox's SLOBurnRate alert).",
+            "alertWhenBreaching": True,
+            "alertWhenResolved": False,
+            "alertWhenNoData": True,
+            "conditions": [
+                {
+                    "kind": "AlertCondition",
+                    "metadata": {"name": alert.label},
+                    "spec": {"severity": alert.severity, "condition": condition},
+                }
+            ],
+            "notificationTargets": [{"targetRef": NOTIFICATION_TARGET}],
+        },
+    )
+
+
 # --- in -----------------------------------------------------------------------------------------
 
 
@@ -311,7 +350,9 @@ def load(paths: Sequence[str | Path]) -> Imported:
             if slo.name in names:
                 raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
             names[slo.name] = node
-            _check_alert_policies(node, slo, index)
+            if alerts := _alert_policies(node, slo, index):
+                entry["alerts"] = alerts
+                slo = _validated(node, entry, histograms)
             imported.entries.append(entry)
             imported.slos.append(slo)
     if not imported.slos:
@@ -606,43 +647,56 @@ def _labels(node: Node, annotations: Mapping[str, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in found.items()}
 
 
-def _check_alert_policies(node: Node, slo: SLO, index: Mapping[tuple[str, str], Node]) -> None:
-    """Refuse an alert policy of the SLO whose conditions are not burn-rate alerts obsbox writes."""
+def _alert_policies(node: Node, slo: SLO, index: Mapping[tuple[str, str], Node]) -> list[dict[str, Any]]:
+    """The SLO's alert conditions that are not among obsbox's four multi-window alerts, as spec ``alerts``
+    (single-window ``SLOBurnRate`` alerts, obsbox.slo.burnalerts)."""
     spec = node.child("spec")
+    out: list[dict[str, Any]] = []
     for i in range(len(spec.get("alertPolicies") or [])):
         policy = _ref(spec, ("alertPolicies", i), ("alertPolicies", i, "alertPolicyRef"), "AlertPolicy", index)
         for j in range(len(policy.get("spec", "conditions") or [])):
             where = ("spec", "conditions", j)
-            _burn_condition(_ref(policy, where, (*where, "conditionRef"), "AlertCondition", index), slo)
+            alert = _burn_condition(_ref(policy, where, (*where, "conditionRef"), "AlertCondition", index), slo)
+            if alert is not None and alert not in out:
+                out.append(alert)
+    return out
 
 
-def _burn_condition(node: Node, slo: SLO) -> None:
+def _burn_condition(node: Node, slo: SLO) -> dict[str, Any] | None:
+    """None for one of obsbox's own multi-window alerts (as an export writes them), else the spec's
+    ``alerts`` entry; refused in one line when a key OpenSLO requires is missing (its README,
+    "AlertCondition": op, threshold and lookbackWindow; alertAfter defaults to 0m)."""
     condition = node.child("spec", "condition")
     kind, op, factor = condition.get("kind") or "burnrate", condition.get("op"), condition.get("threshold")
     lookback, after, severity = (
         condition.get("lookbackWindow"),
-        condition.get("alertAfter"),
+        condition.get("alertAfter") or "0m",
         node.get("spec", "severity"),
     )
+    if kind != "burnrate":
+        raise condition.error(("kind",), f"{kind!r}: OpenSLO v1 defines only burnrate conditions")
     for c in slo.burn_conditions():
         if (
-            kind == "burnrate"
-            and op in BURN_OPS
+            op in BURN_OPS
             and isinstance(factor, int | float)
             and math.isclose(factor, c.factor, rel_tol=1e-9)
             and _same_duration(lookback, c.long_window)
             and _same_duration(after, c.short_window)
             and severity == c.severity
         ):
-            return
-    known = ", ".join(
-        f"{c.severity} gte {c.factor:g} over {c.long_window} alertAfter {c.short_window}" for c in slo.burn_conditions()
-    )
-    raise condition.error(
-        (),
-        f"{severity} {kind} {op} {factor} over {lookback} alertAfter {after} is not a burn-rate alert obsbox "
-        f"writes; for a {slo.window} SLO it writes these four: {known}",
-    )
+            return None
+    if op not in OPS:
+        raise condition.error(("op",), f"{op}: a burnrate condition needs op (lte, lt, gte or gt); it has no default")
+    if not isinstance(factor, int | float) or isinstance(factor, bool):
+        raise condition.error(("threshold",), f"{factor}: a burnrate condition needs the burn rate to compare with")
+    if lookback is None:
+        raise condition.error(("lookbackWindow",), "a burnrate condition needs the window to compare over")
+    if not isinstance(severity, str):
+        raise node.error(("spec", "severity"), "an alert condition needs its severity (page, ticket, ...)")
+    entry = {"severity": severity, "op": op, "threshold": factor, "window": str(lookback), "after": str(after)}
+    if _DNS_LABEL.fullmatch(node.name) and node.name != BurnAlert(**entry).label:
+        entry = {"name": node.name, **entry}
+    return entry
 
 
 def _same_duration(value: Any, window: str) -> bool:

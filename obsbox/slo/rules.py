@@ -36,6 +36,7 @@ from obsbox.durations import parse_duration as seconds
 from obsbox.logrules import Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import OVERSPEND_ANNOTATION, SPEND_WINDOW, overspend_text, stage_rules
+from obsbox.slo.burnalerts import BurnAlert
 from obsbox.slo.policies import PolicyStep
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import SLO, check
@@ -60,7 +61,7 @@ GPU_GROUP = "obsbox-gpu-autoscaling"
 def slo_windows(slo: SLO) -> list[str]:
     """Every window the SLO's rules record, shortest first; for a 30-day SLO, ``conventions.SLO_WINDOWS``."""
     windows = {w for c in slo.burn_conditions() for w in (c.long_window, c.short_window)}
-    windows |= {*ALWAYS_RECORDED}
+    windows |= {*ALWAYS_RECORDED, *(duration(seconds(alert.window)) for alert in slo.alerts)}
     if slo.calendar is not None and slo.timeslices is not None:
         windows.add(slo.calendar.step(slo.window))  # the period's mean reads the slices' mean over its step
     return [*sorted(windows, key=seconds), slo.window] if slo.calendar else sorted({*windows, slo.window}, key=seconds)
@@ -158,6 +159,7 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                 | overspend,
             }
         )
+    out += [burn_rate_alert(slo, alert) for alert in slo.alerts]
     out.append(no_data_alert(slo))
     out += [policy_alert(slo, step) for step in slo.policy or ()]
     group: dict[str, Any] = {"name": f"obsbox-slo-{slo.name}"}
@@ -186,6 +188,35 @@ def window_ratio_expr(slo: SLO, window: str) -> str:
         f"sum_over_time({slo.recorded(ERROR_EVENTS_RATE)}[{window}])\n"
         f"/\nsum_over_time({slo.recorded(EVENTS_RATE)}[{window}])"
     )
+
+
+def burn_rate_alert(slo: SLO, alert: BurnAlert) -> dict[str, Any]:
+    """``SLOBurnRate``: one of the SLO's own single-window burn-rate conditions (obsbox.slo.burnalerts)."""
+    window = duration(seconds(alert.window))
+    rule: dict[str, Any] = {
+        "alert": conventions.SLO_BURN_RATE_ALERT,
+        "expr": alert.expr(slo.recorded(conventions.SLI_ERROR_RATIO.format(window=window)), num(slo.error_budget)),
+    }
+    if alert.hold:
+        rule["for"] = alert.hold
+    rule["labels"] = {
+        "severity": alert.severity,
+        "slo": slo.name,
+        "service": slo.service or "",
+        "window": window,
+        "condition": alert.label,
+        **slo.labels,
+    }
+    rule["annotations"] = _annotations(
+        f"{slo.name} ({slo.service}): {alert.describe()}",
+        f"{slo.description.strip()} The condition {alert.label} holds: the error ratio over the last {window}, "
+        f"over the error budget of {num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over "
+        f"{slo.period_text}), is {alert.describe()}.",
+        slo.runbook,
+        slo.runbook_url,
+        policies.dashboard_link(slo, window),
+    )
+    return rule
 
 
 def no_data_alert(slo: SLO) -> dict[str, Any]:

@@ -27,6 +27,7 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
           slack: 10ms                 # with the stages, adds up to the threshold
         # policy: []                  # this SLO's own policy, replacing the one above ([]: none)
+        # alerts: [{severity: ticket, op: gt, threshold: 2, window: 1d, after: 30m}]  # obsbox.slo.burnalerts
         # objective_of: Reply         # one of several objectives on one SLI (an OpenSLO SLO's): these
         #                             # SLOs may count the same series, each alerting on its own objective
       - name: Availability
@@ -59,6 +60,7 @@ from obsbox.durations import format_duration, parse_duration
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import Budgets
+from obsbox.slo.burnalerts import BurnAlert
 from obsbox.slo.matching import common_series
 from obsbox.slo.periods import Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
@@ -94,7 +96,7 @@ BASE_PERIOD = "30d"  # conventions.BURN_THRESHOLDS are the SRE Workbook's window
 WORKBOOK_PERIODS = ("28d", BASE_PERIOD)  # these keep the workbook's windows (Sloth's google-28d/-30d windows)
 PERIOD_RANGE = ("1d", "90d")  # the rolling periods obsbox builds alerts for
 SHORTEST_WINDOW = "5m"  # the rate obsbox records; a scaled alert window is never shorter
-RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
+RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window", "window", "condition"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket")  # what a counter's name ends in
 Problem = tuple[KeyPath, str]
@@ -443,6 +445,7 @@ class SLO:
     # one of several objectives on one SLI (an OpenSLO SLO's objectives, each its own obsbox SLO with its
     # own alerts, as Nobl9 alerts per objective): SLOs of one objective_of may count the same series
     objective_of: str | None = None
+    alerts: list[BurnAlert] = field(default_factory=list)  # single-window conditions (obsbox.slo.burnalerts)
 
     def inherit(self, spec: SpecFile) -> None:
         """Take the spec-wide settings this SLO does not set itself."""
@@ -548,6 +551,12 @@ class SLO:
                 for key, message in self.budgets.problems(self.sli.kind, self.sli.threshold)
             ]
         out += policies.problems(self.policy or [], RESERVED_LABELS) + policies.url_problems(self.dashboard_url)
+        if not period:
+            out += [
+                (("alerts", i, *key), message)
+                for i, alert in enumerate(self.alerts)
+                for key, message in alert.problems(self.nominal_window)
+            ]
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:

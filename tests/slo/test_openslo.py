@@ -159,9 +159,10 @@ EXAMPLES = {
     ("go-sdk/slis.yaml", "SLI end-user-response"): "ratioMetric.counter: false (gauges)",
     ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio",
     ("go-sdk/slis.yaml", "SLI annotator-throughput"): "'sum(min_over_time(kafka_consumergroup_lag",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "page burnrate gt 2 over 1h alertAfter 5m is not",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy medium-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
+    # single-window conditions: SLOBurnRate alerts (test_single_window_conditions_become_alerts_of_their_own)
+    ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "imports",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "imports",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy medium-priority"): "imports",
     # OpenSLO/OpenSLO schema-test/spec-files/v1: the files its schema test expects to be valid
     **{
         ("schema-test/" + name, "SLI great-sli"): outcome
@@ -193,7 +194,8 @@ EXAMPLES = {
             "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: a rolling period of months",
         }.items()
     },
-    ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "page burnrate None 2 over 1h",
+    ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "condition.op: None: a burnrate "
+    "condition needs op (lte, lt, gte or gt); it has no default",
 }
 
 
@@ -390,3 +392,36 @@ def test_calendar_windows_are_refused_in_one_line_when_obsbox_cannot_build_them(
         with pytest.raises(ConfigError) as refused:
             openslo.load([sli, probe(tmp_path, reference)])
         assert "SLO probe: spec.timeWindow[0]" in str(refused.value) and refusal in str(refused.value), window
+
+
+def test_single_window_conditions_become_alerts_of_their_own(tmp_path: Path):
+    """The Go SDK's policies (burn rate lte 2, gt 2 over 1h, alertAfter 5m) are SLOBurnRate alerts with
+    for: 5m, labelled for a router, beside the four multi-window ones; the export writes them back."""
+    files = [OPENSLO / "go-sdk" / name for name in ("alert_policies.yaml", "alert_conditions.yaml")]
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+    policies = "alertPolicies: [low-priority, high-priority, medium-priority]"
+    (slo,) = openslo.load(
+        [*files, sli, probe(tmp_path, f"indicatorRef: great-sli\n  objectives: [{{target: 0.99}}]\n  {policies}")]
+    ).slos
+    assert [(a.name, a.op, a.threshold, a.window, a.after) for a in slo.alerts] == [
+        ("cpu-usage-breach", "lte", 2, "1h", "5m"),  # low and medium priority share it: one alert
+        ("memory-usage-breach", "gt", 2, "1h", "5m"),
+    ]
+    built = [r for r in rules([slo])["groups"][0]["rules"] if r.get("alert") == "SLOBurnRate"]
+    assert [(r["expr"], r["for"], r["labels"]["condition"], r["labels"]["severity"]) for r in built] == [
+        ('(slo:sli_error:ratio_rate1h{service="probe",slo="probe"} / 0.01) <= 2', "5m", "cpu-usage-breach", "page"),
+        ('(slo:sli_error:ratio_rate1h{service="probe",slo="probe"} / 0.01) > 2', "5m", "memory-usage-breach", "page"),
+    ]
+    (tmp_path / "out.yaml").write_text(openslo.dumps(openslo.export([slo])))
+    assert openslo.load([tmp_path / "out.yaml"]).slos == [slo]
+    gone = (OPENSLO / "go-sdk" / "alert_conditions.yaml").read_text().replace("      lookbackWindow: 1h\n", "")
+    (tmp_path / "conditions.yaml").write_text(gone)
+    with pytest.raises(ConfigError, match=r"condition\.lookbackWindow: a burnrate condition needs the window"):
+        openslo.load(
+            [
+                files[0],
+                tmp_path / "conditions.yaml",
+                sli,
+                probe(tmp_path, f"indicatorRef: great-sli\n  objectives: [{{target: 0.99}}]\n  {policies}"),
+            ]
+        )
