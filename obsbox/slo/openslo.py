@@ -192,7 +192,7 @@ def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]
         annotations["filters"] = json.dumps(slo.filters)
     if sli.counters:
         annotations["counters"] = json.dumps(sli.counters)
-    ratio: dict[str, Any] = {"counter": True}
+    ratio: dict[str, Any] = {"counter": not sli.gauges}
     for key in ("good", "bad", "total"):
         text = getattr(sli, key)
         if text is not None:
@@ -512,9 +512,11 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
             ("op",), f"{objective.get('op')}: a ratio SLI's good share is held at or above its target (gt or gte)"
         )
     if "raw" in ratio:
-        raise spec.error(("ratioMetric", "raw"), "a precomputed ratio: obsbox counts good/bad and total events")
-    if ratio.get("counter") is False:
-        raise spec.error(("ratioMetric", "counter"), "false (gauges): obsbox's ratio SLIs read counters")
+        raise spec.error(
+            ("ratioMetric", "raw"),
+            f"a precomputed ratio (rawType {ratio.get('rawType')}): obsbox reads a ratio from its parts, counters "
+            "or gauges (counter: false); write them as good (or bad) and total",
+        )
     queries = {
         key: _query(spec.child("ratioMetric", key, "metricSource"), index, summed=True)
         for key in ("good", "bad", "total")
@@ -527,7 +529,9 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
     counters = annotations.get(
         "counters", [q.metric for q in queries.values() if not q.metric.endswith(COUNTER_SUFFIXES)]
     )
-    if counters:
+    if ratio.get("counter") is False:
+        sli["gauges"] = True
+    elif counters:
         sli["counters"] = list(dict.fromkeys(counters))
     return sli, [str(m) for m in filters]
 

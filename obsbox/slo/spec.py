@@ -201,6 +201,8 @@ class SLI:
     off_bucket: Literal["refuse", "nearest", "interpolate"] = "refuse"
     older_names: list[str] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)  # counters named without _total (TGI's exporter)
+    # good/bad/total are gauges (OpenSLO's counter: false): each window reads their mean (avg_over_time)
+    gauges: bool = False
     good: str | None = None
     bad: str | None = None
     total: str | None = None
@@ -216,6 +218,8 @@ class SLI:
             for key in ("good", "bad", "total")
             if getattr(self, key) is not None
         ]
+        if self.gauges:
+            out.append((("gauges",), "belongs to an availability SLI: a latency SLI reads a histogram's counters"))
         if self.metric is None:
             return [*out, ((), "a latency SLI needs 'metric' (the histogram's name, without _bucket)")]
         if self.threshold is None:
@@ -329,10 +333,11 @@ class SLI:
                 continue
             error = _error(parse_selector, text)
             metric = parse_selector(text).metric if error is None else ""
-            if error is None and not metric.endswith(COUNTER_SUFFIXES) and metric not in self.counters:
+            counter = metric.endswith(COUNTER_SUFFIXES) or metric in self.counters
+            if error is None and not self.gauges and not counter:
                 error = (
                     f"{metric} is not a counter (counters end in _total, _count or _bucket; "
-                    "list a counter named otherwise under sli.counters)"
+                    "list a counter named otherwise under sli.counters, or say sli.gauges: true)"
                 )
             if error:
                 out.append(((key,), error))
@@ -409,7 +414,7 @@ class SLI:
         if self.kind == "latency":
             return f"{total} - ({self._good_rate(window, filters)})"
         events, _, are_errors = self.selectors(filters)
-        counted = f"sum(rate({events}[{window}])) or vector(0)"
+        counted = f"sum({self._over_time}({events}[{window}])) or vector(0)"
         return counted if are_errors else f"{total} - ({counted})"
 
     def total_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
@@ -418,7 +423,13 @@ class SLI:
             return f"histogram_count({self._sum_rate('', window, filters)})"
         if self.kind == "latency":
             return self._sum_rate("_count", window, filters)
-        return f"sum(rate({self.selectors(filters)[1]}[{window}]))"
+        return f"sum({self._over_time}({self.selectors(filters)[1]}[{window}]))"
+
+    @property
+    def _over_time(self) -> str:
+        """How a ratio SLI's series are read over a window: counters' per-second rate, or gauges' mean
+        (their ratio over a window is then the ratio of the means, as OpenSLO's counter: false reads)."""
+        return "avg_over_time" if self.gauges else "rate"
 
     def error_ratio_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """The share of events over ``window`` that are errors (NaN when there were none)."""

@@ -82,6 +82,16 @@ def values(increments: Sequence[float]) -> str:
     return " ".join(terms)
 
 
+def levels(samples: Sequence[float]) -> str:
+    """A gauge at ``samples[i]`` at minute i+1, none at minute 0, in promtool's notation: a window's mean
+    then reads the same minutes a counter's increase does."""
+    terms = ["_"]
+    for value, run in itertools.groupby(samples):
+        count = len(list(run))
+        terms.append(f"{num(round(value, 6))}+0x{count - 1}" if count > 1 else num(round(value, 6)))
+    return " ".join(terms)
+
+
 def per_minute(schedule: Sequence[Segment], budget: float, slices: int = 0) -> tuple[list[float], list[float]]:
     """(errors, events) in each minute the series exist; ``slices``: the minutes of a time-slice SLO's
     slices (obsbox.slo.slicetests)."""
@@ -141,13 +151,15 @@ def slice_minutes(slo: SLO) -> int:
     return int(seconds(slo.timeslices.window) // 60) if slo.timeslices is not None else 0
 
 
-def no_data(schedule: Sequence[Segment], at: int, step: int = STEP) -> bool:
-    """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (two samples in 5m) has been absent
-    at every evaluation (every ``step`` minutes) since ``NO_DATA_FOR`` ago."""
+def no_data(schedule: Sequence[Segment], at: int, step: int = STEP, needs: int = 2) -> bool:
+    """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (``needs`` samples in 5m: two for a
+    counter's rate, one for a gauge's mean) has been absent at every evaluation (every ``step`` minutes)
+    since ``NO_DATA_FOR`` ago."""
     last = sum(s.minutes for s in schedule if s.present)  # samples at minutes 0..last
 
     def absent(t: int) -> bool:
-        return len([m for m in range(t - 4, t + 1) if 0 <= m <= last]) < 2
+        first = t - 4 if needs > 1 else t - 5  # a 5m range includes its start: a gauge's last sample counts 5m on
+        return len([m for m in range(first, t + 1) if 0 <= m <= last]) < needs
 
     hold = int(seconds(NO_DATA_FOR) // 60)
     since = at
@@ -224,14 +236,15 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
         return _histogram(slo, _labels(where), good, events)
     counted, total, are_errors = slo.sli.selectors()
     numerator, rest = (errors, good) if are_errors else (good, errors)
+    gauge = slo.sli.gauges
     if counted.metric != total.metric:
         return [
-            _series(counted.metric, _labels([*where, *counted.matchers], are_errors), numerator),
-            _series(total.metric, _labels([*where, *total.matchers]), events),
+            _series(counted.metric, _labels([*where, *counted.matchers], are_errors), numerator, gauge),
+            _series(total.metric, _labels([*where, *total.matchers]), events, gauge),
         ]
     inside = _labels([*where, *total.matchers, *counted.matchers], are_errors)
     outside = _complement([*where, *total.matchers], counted, not are_errors)
-    return [_series(total.metric, inside, numerator), _series(total.metric, outside, rest)]
+    return [_series(total.metric, inside, numerator, gauge), _series(total.metric, outside, rest, gauge)]
 
 
 def _labels(matchers: Sequence[Matcher], failing: bool = False) -> dict[str, str]:
@@ -279,10 +292,11 @@ def _histogram(slo: SLO, labels: dict[str, str], good: list[float], events: list
     return [*out, _series(f"{name}_count", labels, events)]
 
 
-def _series(metric: str, labels: dict[str, str], increments: Sequence[float]) -> dict[str, str]:
+def _series(metric: str, labels: dict[str, str], increments: Sequence[float], gauge: bool = False) -> dict[str, str]:
+    """A counter rising by ``increments`` each minute, or a gauge at those levels (an SLI's ``gauges``)."""
     return {
         "series": str(Selector(metric, tuple(Matcher(k, "=", v) for k, v in sorted(labels.items())))),
-        "values": values(increments),
+        "values": levels(increments) if gauge else values(increments),
     }
 
 
@@ -306,7 +320,8 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
         for at in range(STEP, end + 1, STEP):
             fired = firing(slo, case.schedule, at)
             if fired is not None:
-                checks.append((at, fired, no_data(case.schedule, at, slice_minutes(slo) or STEP)))
+                needs = 1 if slo.sli.gauges else 2
+                checks.append((at, fired, no_data(case.schedule, at, slice_minutes(slo) or STEP, needs)))
         if len(checks) < 2 or not case.expect(checks):
             raise UntestableError(f"the {case.name} case cannot show its intent ({case.intent}) at this objective")
         checks = _turns(checks)

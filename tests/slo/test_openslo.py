@@ -156,8 +156,9 @@ EXAMPLES = {
     # OpenSLO/go-sdk pkg/openslo/v1/examples
     ("go-sdk/slos.yaml", "SLO web-availability"): "imports",  # Timeslices over calendar weeks in New York
     ("go-sdk/slis.yaml", "SLI search-availability"): "good.metricSource.type: Datadog: obsbox builds Prometheus",
-    ("go-sdk/slis.yaml", "SLI end-user-response"): "ratioMetric.counter: false (gauges)",
-    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio",
+    # gauges (counter: false) are read (test_a_gauge_ratio_sli_reads_the_means); this one is AppDynamics
+    ("go-sdk/slis.yaml", "SLI end-user-response"): "bad.metricSource.type: AppDynamics: obsbox builds Prometheus",
+    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio (rawType success)",
     ("go-sdk/slis.yaml", "SLI annotator-throughput"): "'sum(min_over_time(kafka_consumergroup_lag",
     # single-window conditions: SLOBurnRate alerts (test_single_window_conditions_become_alerts_of_their_own)
     ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "imports",
@@ -425,3 +426,16 @@ def test_single_window_conditions_become_alerts_of_their_own(tmp_path: Path):
                 probe(tmp_path, f"indicatorRef: great-sli\n  objectives: [{{target: 0.99}}]\n  {policies}"),
             ]
         )
+
+
+def test_a_gauge_ratio_sli_reads_the_means(tmp_path: Path):
+    """A ratioMetric with counter: false becomes gauges: each window's ratio of avg_over_time."""
+    sli = (OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml").read_text()
+    (tmp_path / "sli.yaml").write_text(sli.replace("counter: true", "counter: false"))
+    (slo,) = openslo.load(
+        [tmp_path / "sli.yaml", probe(tmp_path, f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}")]
+    ).slos
+    assert slo.sli.gauges and slo.sli.counters == []
+    assert slo.sli.total_rate_expr("1h").startswith("sum(avg_over_time(localhost_server_requests{")
+    (document, *_) = openslo.export([slo])
+    assert document["spec"]["indicator"]["spec"]["ratioMetric"]["counter"] is False
