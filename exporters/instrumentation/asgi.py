@@ -13,10 +13,11 @@ from typing import Any
 from prometheus_client import make_asgi_app
 
 from obsbox.exporters.instrumentation.core import Instrumentation
+from obsbox.exporters.instrumentation.propagation import response_headers
 
 Scope = dict[str, Any]
 _SNIFFED_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_TRACE_HEADERS = frozenset({"traceparent", "tracestate", "x-activity-id"})
+_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"x-activity-id"})
 
 
 class AsgiMiddleware:
@@ -46,7 +47,7 @@ class AsgiMiddleware:
         request, *tokens = inst.start(
             method, path, scope.get("scheme", "http"), headers, (server[0], server[1]) if server and server[1] else None
         )
-        extra = [(k.encode(), v.encode()) for k, v in inst.response_headers(request)]
+        extra = response_headers(request.span.get_span_context())
         status = 500
         first_byte: float | None = None
         body: list[bytes] | None = None
@@ -104,13 +105,20 @@ class AsgiMiddleware:
 
 
 def _read_headers(raw: list[tuple[bytes, bytes]], worker_pool_header: str) -> tuple[dict[str, str], bool]:
-    """The headers the instrumentation reads (lowercase names), and whether the body is JSON."""
+    """The headers the instrumentation reads (lowercase names), and whether the body is JSON.
+    Names are compared as bytes: only the few wanted are decoded."""
     headers: dict[str, str] = {}
     json_body = False
+    pool = worker_pool_header.encode("latin-1")
     for name, value in raw:
-        key = name.decode("latin-1").lower()
-        if key in _TRACE_HEADERS or key == worker_pool_header:
-            headers[key] = value.decode("latin-1")
-        elif key == "content-type" and b"json" in value:
+        if name in _TRACE_HEADERS or name == pool:
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+        elif name == b"content-type" and b"json" in value:
             json_body = True
+        elif not name.islower():  # the ASGI spec has names lowercased; a server that does not is read as well
+            key = name.lower()
+            if key in _TRACE_HEADERS or key == pool:
+                headers[key.decode("latin-1")] = value.decode("latin-1")
+            elif key == b"content-type" and b"json" in value:
+                json_body = True
     return headers, json_body
