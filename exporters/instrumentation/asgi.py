@@ -28,6 +28,8 @@ class AsgiMiddleware:
         self.instrumentation = instrumentation
         self.metrics_app = make_asgi_app(instrumentation.registry)
         self.metrics_path = instrumentation.config.metrics_path
+        self.sniff_body = instrumentation.config.model_from_body
+        self.sniff_budget = instrumentation.config.max_body_sniff
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -44,15 +46,15 @@ class AsgiMiddleware:
         headers, sniff = _read_headers(scope["headers"], inst.worker_pool_header)
         method = scope["method"]
         server = scope.get("server")  # (host, port), or (path, None) on a unix socket
-        request, *tokens = inst.start(
+        request, context_token, scope_token = inst.start(
             method, path, scope.get("scheme", "http"), headers, (server[0], server[1]) if server and server[1] else None
         )
         extra = response_headers(request.span.get_span_context())
         status = 500
         first_byte: float | None = None
         body: list[bytes] | None = None
-        sniff = sniff and inst.config.model_from_body and method in _SNIFFED_METHODS
-        budget = inst.config.max_body_sniff
+        sniff = sniff and self.sniff_body and method in _SNIFFED_METHODS
+        budget = self.sniff_budget
 
         async def receive_sniffing() -> dict[str, Any]:
             nonlocal body, budget
@@ -91,7 +93,7 @@ class AsgiMiddleware:
             route = scope.get("route")
             inst.finish(
                 request,
-                tokens,
+                (context_token, scope_token),
                 status=status,
                 first_byte=first_byte,
                 body=body if budget >= 0 else None,
