@@ -13,8 +13,9 @@ left first), with two differences:
   every ``LOG_INTERVAL`` seconds, with the count since the last line.
 - With an exporter that can encode a span on its own (obsbox's ``OtlpHttpSpanExporter``:
   ``encode_span`` and ``export_encoded``), each span is encoded when it ends and only its bytes are
-  queued. Up to a queue's worth of ended spans kept alive, each with its attribute dict, lists and
-  locks, made the cyclic garbage collector run every few dozen requests; bytes are not tracked by it.
+  queued, up to ``ENCODED_QUEUE_SIZE`` of them unless ``OTEL_BSP_MAX_QUEUE_SIZE`` says otherwise.
+  Up to a queue's worth of ended spans kept alive, each with its attribute dict, lists and locks,
+  made the cyclic garbage collector run every few dozen requests; bytes are not tracked by it.
   Any other exporter (the SDK's, the console's) gets the span objects, as from the SDK's processor.
 
 Threading: ``on_end`` may be called from any thread; exports run in the worker thread, or in the
@@ -44,6 +45,10 @@ ENCODE_FAILED = "encode_failed"
 SHUTDOWN = "shutdown"
 REASONS = (QUEUE_FULL, EXPORT_FAILED, ENCODE_FAILED, SHUTDOWN)
 LOG_INTERVAL = 10.0  # seconds between two log lines about drops of one reason
+# The queue's default length when it holds encoded spans: a server span is 200-400 bytes, so 8192 of
+# them are 2-3 MB, where 2048 span objects (the SDK's default, kept for them) weigh about as much.
+# A burst of child spans (stage_spans=True: ten spans a request) outran 2048 on a loaded machine.
+ENCODED_QUEUE_SIZE = 8192
 
 # the SDK's defaults and variables (opentelemetry.sdk.environment_variables)
 DEFAULTS = {
@@ -84,6 +89,10 @@ class SpanBatcher(SpanProcessor):
         on_drop: Callable[[str, int], None] | None = None,
     ) -> None:
         self.span_exporter = exporter
+        encode_span = getattr(exporter, "encode_span", None)
+        export_encoded = getattr(exporter, "export_encoded", None)
+        if max_queue_size is None and export_encoded is not None and not os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE"):
+            max_queue_size = ENCODED_QUEUE_SIZE
         self.max_queue_size = int(_setting(max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE"))
         self.schedule_delay = _setting(schedule_delay_millis, "OTEL_BSP_SCHEDULE_DELAY") / 1000
         self.max_export_batch_size = int(_setting(max_export_batch_size, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"))
@@ -92,8 +101,6 @@ class SpanBatcher(SpanProcessor):
         if self.max_export_batch_size > self.max_queue_size:
             raise ValueError("max_export_batch_size must be less than or equal to max_queue_size")
         self.on_drop = on_drop
-        encode_span = getattr(exporter, "encode_span", None)
-        export_encoded = getattr(exporter, "export_encoded", None)
         self._encode: Callable[[ReadableSpan], Any] | None = encode_span if export_encoded else None
         self._export_items: Callable[[list[Any]], SpanExportResult] = export_encoded or exporter.export
         self._queue: collections.deque[Any] = collections.deque()
