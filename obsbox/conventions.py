@@ -33,6 +33,8 @@ DECODE_WARMUP = "gateway_decode_warmup_seconds"  # histogram: latency of the fir
 EMBEDDING_BATCH_STALLS = "gateway_embedding_batch_stalls_total"  # counter
 REQUESTS_IN_FLIGHT = "gateway_requests_in_flight"  # gauge {worker_pool}
 GPU_MEMORY_UTILIZATION = "gateway_gpu_memory_utilization_ratio"  # gauge 0..1 {gpu}
+# spans instrument() ended but could not deliver, {reason}: queue_full | export_failed | encode_failed | shutdown
+INSTRUMENTATION_SPANS_DROPPED = "obsbox_instrumentation_spans_dropped_total"
 
 # ---------------------------------------------------------------- the bridge's own metrics
 # sample names (counters end in _total); their labels in the comments
