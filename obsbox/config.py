@@ -13,11 +13,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
-
-import yaml
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin
 
 from obsbox.durations import parse_duration
+
+if TYPE_CHECKING:  # PyYAML is imported by the functions that read YAML: a bridge worker never does
+    import yaml
 
 T = TypeVar("T")
 KeyPath = tuple[str | int, ...]
@@ -83,17 +84,23 @@ def _read(path: str | Path) -> str:
 
 
 def parse_yaml(text: str, source: str = "<config>") -> Document:
+    import yaml  # noqa: PLC0415
+
     node = _compose(lambda: yaml.compose(text, Loader=yaml.SafeLoader), source)
     return _document(node, source)
 
 
 def parse_yaml_all(text: str, source: str = "<config>") -> list[Document]:
     """Each ``---``-separated document of a YAML stream, with the lines of its keys in the whole text."""
+    import yaml  # noqa: PLC0415
+
     nodes = _compose(lambda: list(yaml.compose_all(text, Loader=yaml.SafeLoader)), source)
     return [_document(node, source) for node in nodes if node is not None]
 
 
 def _compose(compose: typing.Callable[[], T], source: str) -> T:
+    import yaml  # noqa: PLC0415
+
     try:
         return compose()
     except yaml.YAMLError as exc:
@@ -110,6 +117,8 @@ def _document(node: yaml.Node | None, source: str) -> Document:
 
 
 def _plain(node: yaml.Node, path: KeyPath, doc: Document) -> Any:
+    import yaml  # noqa: PLC0415
+
     doc.lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}

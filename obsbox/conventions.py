@@ -33,6 +33,8 @@ DECODE_WARMUP = "gateway_decode_warmup_seconds"  # histogram: latency of the fir
 EMBEDDING_BATCH_STALLS = "gateway_embedding_batch_stalls_total"  # counter
 REQUESTS_IN_FLIGHT = "gateway_requests_in_flight"  # gauge {worker_pool}
 GPU_MEMORY_UTILIZATION = "gateway_gpu_memory_utilization_ratio"  # gauge 0..1 {gpu}
+# spans instrument() ended but could not deliver, {reason}: queue_full | export_failed | encode_failed | shutdown
+INSTRUMENTATION_SPANS_DROPPED = "obsbox_instrumentation_spans_dropped_total"
 
 # ---------------------------------------------------------------- the bridge's own metrics
 # sample names (counters end in _total); their labels in the comments
@@ -83,6 +85,7 @@ SLO_CURRENT_BURN_RATE = "slo:current_burn_rate:ratio"
 SLO_PERIOD_BURN_RATE = "slo:period_burn_rate:ratio"
 SLO_BUDGET_REMAINING = "slo:period_error_budget_remaining:ratio"
 SLO_ALERT = "SLOErrorBudgetBurn"  # {slo, severity="page"|"ticket", long_window, short_window}
+SLO_BURN_RATE_ALERT = "SLOBurnRate"  # {slo, service, severity, window, condition}: a single-window condition
 SLO_NO_DATA_ALERT = "SLONoData"  # {slo, service, severity="ticket"}: the SLI's events have no series
 BURN_THRESHOLDS = {"page": ((14.4, "1h", "5m"), (6.0, "6h", "30m")), "ticket": ((3.0, "1d", "2h"), (1.0, "3d", "6h"))}
 

@@ -141,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=count,
         metavar="N",
         help="worker processes for parsing, trace IDs, redaction and encoding (default: one per available "
-        "core; 0: none); lowered, with a warning, to what the available memory holds (about 96 MiB each)",
+        "core; 0: none); lowered, with a warning, to what the available memory holds (about 64 MiB each)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar with --once")
     p.add_argument("--print-config", action="store_true", help="print the YAML pipeline this command means, and exit")

@@ -19,12 +19,14 @@ import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Batch, Checkpoint, Record
 from obsbox.exporters.bridge.retry import RetryPolicy
-from obsbox.exporters.bridge.telemetry import Telemetry
+
+if TYPE_CHECKING:  # prometheus-client only where metrics are kept: a worker process counts without it
+    from obsbox.exporters.bridge.metrics import BridgeMetrics
+    from obsbox.exporters.bridge.telemetry import Telemetry
 
 C = TypeVar("C", bound=Checkpoint)
 
@@ -38,6 +40,12 @@ class ExportResult(enum.Enum):
     FAILURE = 1
 
 
+def _bridge_metrics() -> BridgeMetrics:
+    from obsbox.exporters.bridge.metrics import BridgeMetrics  # noqa: PLC0415 - see the TYPE_CHECKING import
+
+    return BridgeMetrics()
+
+
 @dataclass
 class Context:
     """What a component gets besides its config.
@@ -49,7 +57,7 @@ class Context:
     retrying)."""
 
     name: str
-    metrics: BridgeMetrics = field(default_factory=BridgeMetrics)
+    metrics: BridgeMetrics = field(default_factory=_bridge_metrics)
     stop: threading.Event = field(default_factory=threading.Event)
     abort: threading.Event = field(default_factory=threading.Event)
     state_dir: Path = Path(".")
@@ -61,6 +69,17 @@ class Context:
     @property
     def telemetry(self) -> Telemetry:
         return self.metrics.telemetry
+
+
+@dataclass
+class ComponentSpec:
+    """A component as the config declares it: its class and its loaded config. Here rather than in
+    ``config`` so that a worker process can unpickle one without the YAML machinery."""
+
+    kind: str
+    key: str  # "type" or "type/name"
+    cls: type
+    config: Any
 
 
 @dataclass

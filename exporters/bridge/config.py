@@ -36,6 +36,7 @@ from typing import Any
 
 from obsbox.config import Document, FieldError, KeyPath, build, load_yaml, parse_yaml
 from obsbox.exporters.bridge import registry
+from obsbox.exporters.bridge.component import ComponentSpec
 from obsbox.exporters.bridge.retry import RetryPolicy
 
 SECTIONS = ("sources", "processors", "sinks")
@@ -83,14 +84,6 @@ class Settings:
             raise FieldError("metrics_port", f"{self.metrics_port} is not a port: use 1 to 65535 (0: any free port)")
         if self.poll_interval <= 0:
             raise FieldError("poll_interval", "must be more than 0 (such as 100ms)")
-
-
-@dataclass
-class ComponentSpec:
-    kind: str
-    key: str  # "type" or "type/name"
-    cls: type
-    config: Any
 
 
 @dataclass

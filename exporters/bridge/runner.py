@@ -8,9 +8,10 @@ handed over only once the first is acknowledged and committed. A sink that is do
 pipeline (the files are the buffer; memory stays bounded to two batches).
 
 With worker processes (``settings.workers``, by default one per available core; see ``workers``),
-processing moves out of the pipeline thread: it reads up to two batches per worker ahead and hands
-each to a worker; results are taken in the order the batches were read, and each is delivered and
-committed as above, still one batch in flight at the sinks. The batches ahead were never written
+processing moves out of the pipeline thread: it hands each batch to the workers in parts
+(``PART_LINES``), reads ahead while fewer than two parts per worker wait, and takes the results in
+the order read; each part is delivered as above, one at a time at the sinks, and the batch's
+positions are committed with its last part. The batches ahead were never written
 anywhere, so a ``kill -9`` still duplicates at most the batch in flight.
 
 Shutdown (SIGTERM, Ctrl-C): stop reading, let the batch in flight finish for up to
@@ -49,6 +50,11 @@ from obsbox.exporters.bridge.workers import MemoryBudget, Plan, Work, WorkerPool
 
 log = logging.getLogger(__name__)
 MIN_SHARED_LINES = 512  # a batch cut by its timeout is shared among the workers from this many lines each
+# A batch goes to the workers in parts of at most this many lines (the default batch in three): a
+# worker's memory, and a slot's pages, follow the part it works on (a whole batch of 8,192 lines
+# took 24 MiB in a worker, a third of it 8), and the workers share even a single file's batch.
+# Each part costs the bridge process a hand-over, a result and an export request (BENCHMARKS.md).
+PART_LINES = 3072
 
 
 def default_state_dir() -> Path:
@@ -84,6 +90,9 @@ class Pipeline:
     poll_interval: float = 0.1
     progress: Progress | None = None
     pool: WorkerPool | None = None
+    # with workers, the processors are made here only if a batch has to be processed here after all
+    # (it crashed its workers): the redact processor alone takes 7 MiB (hyperscan's database)
+    make_processors: Callable[[], list[Processor]] | None = None
     delivered: bool = field(default=True, init=False)
     in_flight: InFlight | None = field(default=None, init=False)  # the batch at the sinks
     exporter: ThreadPoolExecutor = field(init=False)  # the sinks' thread: one batch at a time
@@ -151,10 +160,13 @@ class Pipeline:
             work = Work(Lines(self._process(lines)), None, checkpoints, started)
             ahead.append(work)
             return work
-        # A batch cut by its timeout is shared out among the workers, so its lines wait for a part
-        # of it to be processed, not all of it. Its parts go out in order, and only the last one
-        # carries the positions to save: saving them says every part before was acknowledged.
-        count = 1 if full or len(lines) < MIN_SHARED_LINES * self.pool.count else self.pool.count
+        # A batch goes out in parts (PART_LINES), and one cut by its timeout is shared out among the
+        # workers, so its lines wait for a part of it to be processed, not all of it. The parts go
+        # out in order, and only the last one carries the positions to save: saving them says every
+        # part before was acknowledged.
+        count = -(-len(lines) // PART_LINES)
+        if not full and len(lines) >= MIN_SHARED_LINES * self.pool.count:
+            count = max(count, self.pool.count)
         parts = lines.parts(count) if count > 1 else [lines]
         for index, part in enumerate(parts):
             work = Work(part, pack(part), checkpoints if index == len(parts) - 1 else {}, started)
@@ -165,6 +177,8 @@ class Pipeline:
         return work
 
     def _process(self, lines: Lines) -> list[Record]:
+        if self.make_processors is not None:
+            self.processors, self.make_processors = self.make_processors(), None
         records = lines.records()
         for processor in self.processors:
             records = processor.process(records)
@@ -350,10 +364,15 @@ class Bridge:
         progress = None
         if self.once and self.config.settings.progress and sys.stderr.isatty() and len(self.config.pipelines) == 1:
             progress = Progress(sources)
+        pool = self._pool(name)
+
+        def processors() -> list[Processor]:
+            return self._build(name, "processors", spec.processors)
+
         return Pipeline(
             name,
             sources,
-            self._build(name, "processors", spec.processors),
+            [] if pool else processors(),
             self._build(name, "sinks", spec.sinks),
             spec.batch,
             self.metrics,
@@ -363,7 +382,8 @@ class Bridge:
             once=self.once,
             poll_interval=self.config.settings.poll_interval,
             progress=progress,
-            pool=self._pool(name),
+            pool=pool,
+            make_processors=processors if pool else None,
         )
 
     def _pool(self, name: str) -> WorkerPool | None:

@@ -49,25 +49,25 @@ from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
-from multiprocessing.shared_memory import SharedMemory
+from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from obsbox.exporters.bridge import slots
-from obsbox.exporters.bridge.component import Context, Encoding, Processor, Sink
-from obsbox.exporters.bridge.config import ComponentSpec
+from obsbox.exporters.bridge.component import ComponentSpec, Context, Encoding, Processor, Sink
 from obsbox.exporters.bridge.deferred import Changes, Deferred
 from obsbox.exporters.bridge.fused import ExpandingLineError, FusedPath
-from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Block, Lines, Record, records_in
+from obsbox.exporters.bridge.tally import Increment, Tally
+
+if TYPE_CHECKING:  # a worker imports this module, and keeps its counts without prometheus-client (``tally``)
+    from obsbox.exporters.bridge.metrics import BridgeMetrics
 
 log = logging.getLogger(__name__)
 
 # processors whose only effects are on the records and on these counters: safe to run in a worker
 WORKER_PROCESSORS = frozenset({"parse", "trace", "redact"})
-COUNTERS = ("parse_errors", "trace_ids", "redactions", "truncated", "errors")
 MAX_CRASHES_PER_BATCH = 3
 # Records run through every processor and encoder a chunk at a time: a chunk's parsed lines still
 # sit in the CPU's cache when the next stage reads them, where a whole batch's (megabytes) would not.
@@ -113,9 +113,10 @@ def default_workers() -> int:
     return cores if cores > 1 else 0
 
 
-# What one worker costs: its peak RSS (79 MiB measured with the default batch, BENCHMARKS.md), and
-# two shared-memory slots, for the two batches the bridge reads ahead per worker.
-WORKER_RSS_BYTES = 80 * 1024 * 1024
+# What one worker costs: its peak RSS (41 MiB measured with the default batch in parts, BENCHMARKS.md;
+# longer lines or several sinks take more), and two shared-memory slots' worth of /dev/shm (each
+# holds only the part written to it, far less than its size: a bound, not an estimate).
+WORKER_RSS_BYTES = 48 * 1024 * 1024
 SLOTS_PER_WORKER = 2
 _MEM_AVAILABLE = re.compile(r"^MemAvailable:\s+(\d+) kB$", re.MULTILINE)
 
@@ -264,7 +265,7 @@ class WorkResult:
     changes: Changes | None
     records: list[tuple] | None
     payloads: list[Any]
-    counters: list[tuple[str, dict[str, str], float]]
+    counters: list[Increment]
     pid: int
     max_rss: int
     cpu: float
@@ -310,10 +311,9 @@ class Plan:
 class _Worker:
     processors: list[Processor]
     encoders: list[Callable[[], Encoding] | None]  # per sink, a batch's encoding; None: encoded in the bridge
-    metrics: BridgeMetrics
+    metrics: Tally
     whole: bool  # some sink needs whole records
     fused: FusedPath | None = None  # the standard pipeline's one loop per line (see ``fused``)
-    last: dict[tuple[str, tuple], float] = field(default_factory=dict)
 
 
 _here: dict[str, _Worker] = {}  # in a worker process: "worker" → its processors and encoders
@@ -342,12 +342,12 @@ def _start(plan: Plan, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the bridge stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent)
-    metrics = BridgeMetrics()
+    metrics = Tally()
 
     def context(spec: ComponentSpec) -> Context:
         return Context(
             name=spec.key,
-            metrics=metrics,
+            metrics=cast("BridgeMetrics", metrics),  # these processors touch only the counters a Tally has
             state_dir=plan.state_dir,
             pipeline=plan.pipeline,
             once=plan.once,
@@ -381,7 +381,7 @@ def process(packed: Packed) -> WorkResult:
         try:
             changes = worker.fused.run(packed.runs, packed.extras, encodings)
         except ExpandingLineError:
-            _counter_increments(worker)  # the fused attempt's counts: dropped, the stage path counts again
+            worker.metrics.drain()  # the fused attempt's counts: dropped, the stage path counts again
         else:
             return _result(worker, changes, None, encodings, packed.slot)
     return _staged(worker, packed)
@@ -432,7 +432,21 @@ def _result(
     payloads = slots.put([encoding.payload() if encoding is not None else None for encoding in encodings], slot)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu = usage.ru_utime + usage.ru_stime
-    return WorkResult(changes, full, payloads, _counter_increments(worker), os.getpid(), usage.ru_maxrss, cpu)
+    return WorkResult(changes, full, payloads, worker.metrics.drain(), os.getpid(), peak_rss(usage), cpu)
+
+
+def peak_rss(usage: resource.struct_rusage) -> int:
+    """This process's peak RSS in KiB: ``VmHWM`` where ``/proc`` has it. Not ``ru_maxrss``, which a
+    process keeps across fork and exec: a worker's would be at least the bridge's RSS when it
+    started the worker, a bridge's at least that of whatever started it."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        pass
+    return usage.ru_maxrss  # pragma: no cover - not Linux
 
 
 def _ready(hold: float) -> int:
@@ -441,26 +455,11 @@ def _ready(hold: float) -> int:
     return os.getpid()
 
 
-def _counter_increments(worker: _Worker) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for attr in COUNTERS:
-        for metric in getattr(worker.metrics, attr).collect():
-            for sample in metric.samples:
-                if not sample.name.endswith("_total"):
-                    continue
-                key = (attr, tuple(sorted(sample.labels.items())))
-                delta = sample.value - worker.last.get(key, 0.0)
-                if delta:
-                    worker.last[key] = sample.value
-                    out.append((attr, sample.labels, delta))
-    return out
-
-
-def add_counters(metrics: BridgeMetrics, increments: list[tuple[str, dict[str, str], float]]) -> None:
+def add_counters(metrics: BridgeMetrics, increments: list[Increment]) -> None:
     """Add a worker's counter increments to the bridge's own metrics."""
-    for attr, labels, delta in increments:
+    for attr, values, delta in increments:
         counter = getattr(metrics, attr)
-        (counter.labels(**labels) if labels else counter).inc(delta)
+        (counter.labels(*values) if values else counter).inc(delta)
 
 
 # ---------------------------------------------------------------- the bridge side
@@ -490,7 +489,7 @@ class Work:
     started: float
     future: Future | None = None
     crashes: int = 0
-    slot: SharedMemory | None = None  # holds its lines, then its payloads, until its result is collected
+    slot: slots.Slot | None = None  # holds its lines, then its payloads, until its result is collected
 
 
 class WorkerPool:
@@ -605,14 +604,14 @@ class WorkerPool:
         self.slots.close()
 
     def report(self) -> str:
-        """Workers, their peak RSS (the pages of shared-memory slots they touched count in each,
-        and in the bridge's), the bridge process's own, crashes, and the slots."""
+        """Workers, their peak RSS, the bridge process's own, crashes, and the slots (in /dev/shm,
+        counted in no process's RSS: see ``slots``)."""
         rss = sorted(self.peak_rss.values(), reverse=True)
         mib = ", ".join(f"{kib / 1024:.1f}" for kib in rss) or "none"
         usage = resource.getrusage(resource.RUSAGE_SELF)
         cpu = ", ".join(f"{seconds:.2f}" for seconds in sorted(self.cpu.values(), reverse=True)) or "none"
         return (
-            f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {usage.ru_maxrss / 1024:.1f}; "
+            f"{self.count} workers; peak RSS MiB: workers [{mib}], bridge {peak_rss(usage) / 1024:.1f}; "
             f"CPU s: workers [{cpu}], bridge {usage.ru_utime + usage.ru_stime:.2f}; crashes: {self.crashes}; "
             f"{self.slots.report()}"
         )

@@ -13,10 +13,11 @@ from typing import Any
 from prometheus_client import make_asgi_app
 
 from obsbox.exporters.instrumentation.core import Instrumentation
+from obsbox.exporters.instrumentation.propagation import response_headers
 
 Scope = dict[str, Any]
 _SNIFFED_METHODS = frozenset({"POST", "PUT", "PATCH"})
-_TRACE_HEADERS = frozenset({"traceparent", "tracestate", "x-activity-id"})
+_TRACE_HEADERS = frozenset({b"traceparent", b"tracestate", b"x-activity-id"})
 
 
 class AsgiMiddleware:
@@ -27,6 +28,8 @@ class AsgiMiddleware:
         self.instrumentation = instrumentation
         self.metrics_app = make_asgi_app(instrumentation.registry)
         self.metrics_path = instrumentation.config.metrics_path
+        self.sniff_body = instrumentation.config.model_from_body
+        self.sniff_budget = instrumentation.config.max_body_sniff
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -43,15 +46,15 @@ class AsgiMiddleware:
         headers, sniff = _read_headers(scope["headers"], inst.worker_pool_header)
         method = scope["method"]
         server = scope.get("server")  # (host, port), or (path, None) on a unix socket
-        request, *tokens = inst.start(
+        request, context_token, scope_token = inst.start(
             method, path, scope.get("scheme", "http"), headers, (server[0], server[1]) if server and server[1] else None
         )
-        extra = [(k.encode(), v.encode()) for k, v in inst.response_headers(request)]
+        extra = response_headers(request.span.get_span_context())
         status = 500
         first_byte: float | None = None
         body: list[bytes] | None = None
-        sniff = sniff and inst.config.model_from_body and method in _SNIFFED_METHODS
-        budget = inst.config.max_body_sniff
+        sniff = sniff and self.sniff_body and method in _SNIFFED_METHODS
+        budget = self.sniff_budget
 
         async def receive_sniffing() -> dict[str, Any]:
             nonlocal body, budget
@@ -90,7 +93,7 @@ class AsgiMiddleware:
             route = scope.get("route")
             inst.finish(
                 request,
-                tokens,
+                (context_token, scope_token),
                 status=status,
                 first_byte=first_byte,
                 body=body if budget >= 0 else None,
@@ -104,13 +107,20 @@ class AsgiMiddleware:
 
 
 def _read_headers(raw: list[tuple[bytes, bytes]], worker_pool_header: str) -> tuple[dict[str, str], bool]:
-    """The headers the instrumentation reads (lowercase names), and whether the body is JSON."""
+    """The headers the instrumentation reads (lowercase names), and whether the body is JSON.
+    Names are compared as bytes: only the few wanted are decoded."""
     headers: dict[str, str] = {}
     json_body = False
+    pool = worker_pool_header.encode("latin-1")
     for name, value in raw:
-        key = name.decode("latin-1").lower()
-        if key in _TRACE_HEADERS or key == worker_pool_header:
-            headers[key] = value.decode("latin-1")
-        elif key == "content-type" and b"json" in value:
+        if name in _TRACE_HEADERS or name == pool:
+            headers[name.decode("latin-1")] = value.decode("latin-1")
+        elif name == b"content-type" and b"json" in value:
             json_body = True
+        elif not name.islower():  # the ASGI spec has names lowercased; a server that does not is read as well
+            key = name.lower()
+            if key in _TRACE_HEADERS or key == pool:
+                headers[key.decode("latin-1")] = value.decode("latin-1")
+            elif key == b"content-type" and b"json" in value:
+                json_body = True
     return headers, json_body

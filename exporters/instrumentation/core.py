@@ -17,7 +17,6 @@ from typing import Any, Literal
 import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from prometheus_client import CollectorRegistry, start_http_server
 
 from obsbox import __version__, conventions
@@ -25,11 +24,11 @@ from obsbox.exporters.instrumentation import genai, metric_plugins, otel_setup
 from obsbox.exporters.instrumentation import request as _request
 from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics
 from obsbox.exporters.instrumentation.labels import UNKNOWN, BoundedLabel, RouteTemplates
-from obsbox.exporters.instrumentation.propagation import FORCED_TRACE_ID, trace_id_from_guid, traceresponse
+from obsbox.exporters.instrumentation.propagation import extract_w3c, trace_id_from_guid, traceresponse
 from obsbox.exporters.instrumentation.request import RequestScope
+from obsbox.exporters.instrumentation.server_span import ServerSpans, set_attributes
 
 SERVER = trace.SpanKind.SERVER
-_W3C = TraceContextTextMapPropagator()
 HTTP_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
@@ -80,9 +79,6 @@ class Instrumentation:
 
     def __init__(self, config: InstrumentConfig) -> None:
         self.config = config
-        otel = dataclasses.replace(config.otel, service_name=config.otel.service_name or config.service_name)
-        self.otel = otel_setup.build(otel)
-        self.tracer = self.otel.tracer_provider.get_tracer("obsbox.exporters", __version__)
         self.registry = config.registry if config.registry is not None else CollectorRegistry()
         self.plugins = metric_plugins.load(None if config.metric_plugins is None else list(config.metric_plugins))
         for collector in self.plugins.collectors:
@@ -90,6 +86,10 @@ class Instrumentation:
         self.metrics = GatewayMetrics(
             self.registry, gpu_gauge=conventions.GPU_MEMORY_UTILIZATION not in self.plugins.provided
         )
+        otel = dataclasses.replace(config.otel, service_name=config.otel.service_name or config.service_name)
+        self.otel = otel_setup.build(otel, on_span_drop=self.metrics.span_dropped)
+        self.tracer = self.otel.tracer_provider.get_tracer("obsbox.exporters", __version__)
+        self.server_spans = ServerSpans(self.tracer)
         self.stages = tuple(config.stages)
         self.stage_set = frozenset(self.stages)
         self.routes = RouteTemplates(config.routes, cap=config.max_routes)
@@ -133,25 +133,20 @@ class Instrumentation:
         pool header are read; ``server`` is the local address the request came in on. Returns the
         scope and the two context tokens ``finish`` resets."""
         start = time.perf_counter()
-        parent = None
-        forced = None
         if "traceparent" in headers:
-            parent = _W3C.extract(headers)
-        if "x-activity-id" in headers and not trace.get_current_span(parent).get_span_context().is_valid:
+            parent, parent_span = extract_w3c(headers)
+        else:
+            parent, parent_span = None, trace.get_current_span().get_span_context()
+        forced = None
+        if "x-activity-id" in headers and not parent_span.is_valid:
             forced = trace_id_from_guid(headers["x-activity-id"])
         attributes = {"http.request.method": method, "url.path": path, "url.scheme": scheme}
-        if forced is None:
-            span = self.tracer.start_span(method, parent, SERVER, attributes)
-        else:
-            token = FORCED_TRACE_ID.set(forced)
-            try:
-                span = self.tracer.start_span(method, parent, SERVER, attributes)
-            finally:
-                FORCED_TRACE_ID.reset(token)
+        span = self.server_spans.start(method, parent_span, parent, attributes, forced)
         ctx = trace.set_span_in_context(span, parent)
         pool = self.worker_pool_label(headers.get(self.worker_pool_header) or self.config.default_worker_pool)
         scope = RequestScope(self, span, ctx, start, method, path, pool, server=server)
-        self.metrics.child(self.metrics.in_flight, pool).inc()
+        scope.in_flight = self.metrics.child(self.metrics.in_flight, pool)
+        scope.in_flight.inc()
         return scope, otel_context.attach(ctx), _request._current.set(scope)
 
     def response_headers(self, scope: RequestScope) -> list[tuple[str, str]]:
@@ -179,25 +174,26 @@ class Instrumentation:
         model = self.model_label(scope.model)
         status_code = str(status)
         m = self.metrics
-        exemplar = scope.exemplar
+        exemplar = scope.make_exemplar  # formatted only when a bucket is due for one
         m.observe(m.request_duration, (route, model, status_code, scope.worker_pool), duration, exemplar)
         reply = duration if first_byte is None else first_byte - scope.start
         m.observe(m.reply_latency, (route, model), reply, exemplar)
-        m.child(m.in_flight, scope.worker_pool).dec()
+        scope.in_flight.dec()
         span = scope.span
-        span.update_name(f"{scope.method} {route}")
-        span.set_attributes(
-            {"http.route": route, "http.response.status_code": status, "gen_ai.request.model": scope.model or UNKNOWN}
-        )
+        attributes = {
+            "http.route": route,
+            "http.response.status_code": status,
+            "gen_ai.request.model": scope.model or UNKNOWN,
+        }
         error_type = None
         if error is not None:
             error_type = type(error).__qualname__
             span.record_exception(error)
-            span.set_attribute("error.type", error_type)
+            attributes["error.type"] = error_type
             span.set_status(trace.StatusCode.ERROR, f"{type(error).__name__}: {error}")
         elif status >= 500:
             error_type = status_code
-            span.set_attribute("error.type", status_code)
+            attributes["error.type"] = status_code
             span.set_status(trace.StatusCode.ERROR)
         operation = scope.operation or self.genai_routes.get(route)
         if operation is not None:
@@ -207,12 +203,14 @@ class Instrumentation:
             self.genai.finish(
                 scope,
                 operation,
+                attributes,
                 request_model=model,
                 response_model=response_model,
                 duration=duration,
                 first_byte=reply,
                 error_type=error_type or (status_code if status >= 400 else None),
             )
+        set_attributes(span, attributes, name=f"{scope.method} {route}")  # all at once: one lock, one pass
         span.end()
         if self.http_duration is not None:
             self.http_duration.record(

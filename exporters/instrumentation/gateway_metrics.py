@@ -14,11 +14,16 @@ from __future__ import annotations
 import bisect
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from obsbox import conventions as c
+from obsbox.exporters.instrumentation.span_batcher import REASONS as SPAN_DROP_REASONS
+
+# an exemplar's labels, or a function that makes them (None: no exemplar, e.g. an unsampled span)
+Exemplar = dict[str, str] | Callable[[], dict[str, str] | None] | None
 
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 TOKENS_PER_SECOND_BUCKETS = (5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0)
@@ -75,9 +80,17 @@ class GatewayMetrics:
             if gpu_gauge
             else None
         )
+        self.spans_dropped = Counter(
+            c.INSTRUMENTATION_SPANS_DROPPED,
+            "Spans ended but not delivered, by reason (queue_full: a burst the exporter could not keep up with).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in SPAN_DROP_REASONS:  # every reason present from the start, at 0
+            self.spans_dropped.labels(reason)
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.exemplar_interval = exemplar_interval
-        self._exemplar_at: dict[tuple[int, int], float] = {}
+        self._observed: dict[tuple[int, tuple[str, ...]], tuple[Any, tuple[float, ...], list[float], Any]] = {}
         self._bounds = {
             id(self.request_duration): c.REQUEST_BUCKETS,
             id(self.reply_latency): c.REPLY_BUCKETS,
@@ -85,6 +98,10 @@ class GatewayMetrics:
             id(self.decode_tokens_per_second): TOKENS_PER_SECOND_BUCKETS,
             id(self.decode_warmup): WARMUP_BUCKETS,
         }
+
+    def span_dropped(self, reason: str, count: int) -> None:
+        """``SpanBatcher``'s ``on_drop``: ``count`` spans given up on for ``reason``."""
+        self.child(self.spans_dropped, reason).inc(count)
 
     def child(self, metric: Histogram | Counter | Gauge, *values: str) -> Any:
         """``metric.labels(*values)``, cached."""
@@ -94,17 +111,41 @@ class GatewayMetrics:
             found = self._children[key] = metric.labels(*values)
         return found
 
-    def observe(
-        self, metric: Histogram, values: tuple[str, ...], amount: float, exemplar: dict[str, str] | None
-    ) -> None:
+    def observe(self, metric: Histogram, values: tuple[str, ...], amount: float, exemplar: Exemplar) -> None:
         """``metric.labels(*values).observe(amount, exemplar)``, the exemplar kept only when its
-        bucket has had none for ``exemplar_interval`` seconds."""
-        child = self.child(metric, *values) if values else metric
+        bucket has had none for ``exemplar_interval`` seconds. ``exemplar`` may be a function that
+        makes it (or returns None), called only then."""
+        key = (id(metric), values)
+        entry = self._observed.get(key)
+        if entry is None:  # the child, its bucket bounds, when each bucket last took an exemplar, its values
+            bounds = self._bounds[id(metric)]
+            child = self.child(metric, *values) if values else metric
+            entry = self._observed[key] = (child, bounds, [-math.inf] * (len(bounds) + 1), _values_of(child, bounds))
+        child, bounds, exemplar_at, direct = entry
+        bucket = bisect.bisect_left(bounds, amount)
         if exemplar is not None:
-            key = (id(child), bisect.bisect_left(self._bounds[id(metric)], amount))
             now = time.monotonic()
-            if now - self._exemplar_at.get(key, -math.inf) < self.exemplar_interval:
+            if now - exemplar_at[bucket] < self.exemplar_interval:
                 exemplar = None
             else:
-                self._exemplar_at[key] = now
-        child.observe(amount, exemplar)
+                exemplar_at[bucket] = now
+                if callable(exemplar):
+                    exemplar = exemplar()
+        if direct is not None and exemplar is None and not math.isnan(amount):  # see _values_of
+            direct[0].inc(amount)
+            direct[1][bucket].inc(1)
+        else:
+            child.observe(amount, exemplar)
+
+
+def _values_of(child: Any, bounds: tuple[float, ...]) -> tuple[Any, list[Any]] | None:
+    """A histogram child's sum and bucket values, when prometheus-client keeps them as this module
+    knows it does (``_sum``, and ``_buckets`` one per bound and +Inf): ``observe`` then adds to them
+    itself, which is what the child's own ``observe`` does without an exemplar, less its
+    observability check and its loop over the bounds (a third of its cost). A NaN, which that loop
+    puts in no bucket, is still left to the child."""
+    total, buckets = getattr(child, "_sum", None), getattr(child, "_buckets", None)
+    upper = getattr(child, "_upper_bounds", None)
+    if total is None or not isinstance(buckets, list) or upper != [*bounds, math.inf] or len(buckets) != len(upper):
+        return None
+    return total, buckets

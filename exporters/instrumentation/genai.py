@@ -114,6 +114,7 @@ class GenAi:
         self,
         scope: RequestScope,
         operation: str,
+        span_attributes: dict[str, Any],
         *,
         request_model: str,
         response_model: str | None,
@@ -121,14 +122,16 @@ class GenAi:
         first_byte: float,
         error_type: str | None,
     ) -> None:
-        """Set the span's ``gen_ai.*`` attributes and record the metrics of one finished operation.
+        """Add the span's ``gen_ai.*`` attributes to ``span_attributes`` (the caller sets them all
+        at once) and record the metrics of one finished operation.
 
         ``request_model`` and ``response_model`` are the bounded values metrics carry; the span
         has the names as reported."""
         common: dict[str, Any] = {ga.GEN_AI_OPERATION_NAME: operation, self.provider_key: scope.provider}
         if scope.server is not None:
             common[SERVER_ADDRESS], common[SERVER_PORT] = scope.server
-        attributes = dict(common)
+        attributes = span_attributes
+        attributes.update(common)
         if scope.response_model:
             attributes[ga.GEN_AI_RESPONSE_MODEL] = scope.response_model
         if scope.input_tokens is not None:
@@ -137,7 +140,6 @@ class GenAi:
             attributes[ga.GEN_AI_USAGE_OUTPUT_TOKENS] = scope.output_tokens
         if scope.finish_reasons:
             attributes[ga.GEN_AI_RESPONSE_FINISH_REASONS] = scope.finish_reasons
-        scope.span.set_attributes(attributes)
         if not self.metered:
             return
         common[ga.GEN_AI_REQUEST_MODEL] = request_model

@@ -10,7 +10,8 @@ Arguments in ``OtelConfig`` override the environment, and tests add their own sp
 Spans over ``http/protobuf`` go through obsbox's own ``OtlpHttpSpanExporter`` (``span_exporter``),
 which reads the same variables as the SDK's and encodes a span in about 3 µs where the SDK's
 encoder takes 24-27; ``OBSBOX_SDK_SPAN_EXPORTER=1`` (or ``OtelConfig(sdk_span_exporter=True)``) uses the
-SDK's ``OTLPSpanExporter`` instead. ``grpc`` uses the SDK's gRPC exporter.
+SDK's ``OTLPSpanExporter`` instead. ``grpc`` uses the SDK's gRPC exporter. Whichever the exporter,
+spans reach it through ``SpanBatcher`` (``span_batcher``), which counts the spans it drops.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
 from obsbox.config import ConfigError
 from obsbox.exporters.instrumentation.propagation import ActivityIdGenerator
+from obsbox.exporters.instrumentation.span_batcher import SpanBatcher
 
 SIGNALS = ("traces", "metrics", "logs")
 EXPORTERS = ("otlp", "console", "none")
@@ -128,7 +130,9 @@ class OtelProviders:
             self.tracer_provider.force_flush()
 
 
-def build(config: OtelConfig) -> OtelProviders:
+def build(config: OtelConfig, on_span_drop: Callable[[str, int], None] | None = None) -> OtelProviders:
+    """The providers ``config`` asks for. Spans go to their exporter through a ``SpanBatcher``,
+    which calls ``on_span_drop(reason, count)`` for every span it could not deliver."""
     attributes = dict(config.resource_attributes)
     if config.service_name:
         attributes[SERVICE_NAME] = config.service_name
@@ -144,9 +148,8 @@ def build(config: OtelConfig) -> OtelProviders:
         tp.add_span_processor(processor)
     traces = exporter_choice("traces", config.traces_exporter)
     if traces != "none":
-        tp.add_span_processor(
-            BatchSpanProcessor(ConsoleSpanExporter() if traces == "console" else span_exporter(config))
-        )
+        exporter = ConsoleSpanExporter() if traces == "console" else span_exporter(config)
+        tp.add_span_processor(SpanBatcher(exporter, on_drop=on_span_drop))
     if config.set_global and isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
         trace.set_tracer_provider(tp)
     metrics = exporter_choice("metrics", config.metrics_exporter)

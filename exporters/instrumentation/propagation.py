@@ -11,12 +11,39 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 
+from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 _GUID = re.compile(r"\{?([0-9a-fA-F]{8})-?([0-9a-fA-F]{4})-?([0-9a-fA-F]{4})-?([0-9a-fA-F]{4})-?([0-9a-fA-F]{12})\}?")
+# the W3C propagator's own pattern and limit (opentelemetry.trace.propagation.tracecontext)
+_TRACEPARENT = re.compile("^[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:(-.*)|[ \t]*)$")
+_TRACEPARENT_MAX = 512
+_W3C = TraceContextTextMapPropagator()
 # Set around ``tracer.start_span`` to make that root span use a given trace ID (see ActivityIdGenerator).
 FORCED_TRACE_ID: ContextVar[int | None] = ContextVar("obsbox_forced_trace_id", default=None)
+
+
+def extract_w3c(headers: dict[str, str]) -> tuple[Context, SpanContext]:
+    """What ``TraceContextTextMapPropagator().extract(headers)`` returns, for a dict with lowercase
+    names and one value each, and the span context in it (invalid when there is none). A
+    ``traceparent`` alone is parsed here, by the same rules, for half the propagator's cost (its
+    getter, its second regex lookup, and looking the span context up again); with a ``tracestate``
+    the propagator itself does the work."""
+    value = headers.get("traceparent")
+    match = None
+    if value and "tracestate" not in headers and len(value) <= _TRACEPARENT_MAX:
+        match = _TRACEPARENT.search(value)
+    if match is None:  # the propagator logs what it logs
+        context = _W3C.extract(headers)
+        return context, trace.get_current_span(context).get_span_context()
+    version, trace_id, span_id, flags, rest = match.groups()
+    if trace_id == "0" * 32 or span_id == "0" * 16 or version == "ff" or (version == "00" and rest):
+        return Context(), trace.INVALID_SPAN_CONTEXT
+    parent = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    return trace.set_span_in_context(NonRecordingSpan(parent), Context()), parent
 
 
 def trace_id_from_guid(value: str) -> int | None:
@@ -38,6 +65,13 @@ def guid_from_trace_id(trace_id: int) -> str:
 def traceresponse(context: SpanContext) -> str:
     """The W3C ``traceresponse`` header value: ``00-<trace>-<span>-<flags>``."""
     return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def response_headers(context: SpanContext) -> list[tuple[bytes, bytes]]:
+    """``X-Span-ID`` and ``traceresponse`` for a server span, as ASGI header pairs."""
+    span_id = b"%016x" % context.span_id
+    flags = context.trace_flags
+    return [(b"x-span-id", span_id), (b"traceresponse", b"00-%032x-%s-%02x" % (context.trace_id, span_id, flags))]
 
 
 class ActivityIdGenerator(IdGenerator):

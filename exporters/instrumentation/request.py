@@ -76,6 +76,7 @@ class RequestScope:
     response_model: str | None = None
     finish_reasons: tuple[str, ...] | None = None
     stages: dict[str, float] = field(default_factory=dict)
+    in_flight: Any = None  # the in-flight gauge's child for this request's worker pool
     _exemplar: dict[str, str] | None = None
 
     @property
@@ -87,6 +88,10 @@ class RequestScope:
             if ctx.trace_flags.sampled:
                 self._exemplar = {"trace_id": format(ctx.trace_id, "032x")}
         return self._exemplar
+
+    def make_exemplar(self) -> dict[str, str] | None:
+        """``exemplar``, as a function: what ``GatewayMetrics.observe`` calls when it keeps one."""
+        return self.exemplar
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -195,7 +200,7 @@ def record_decode(tokens: int, seconds: float) -> None:
         model = scope.instrumentation.model_label(scope.model)
         m.child(m.decode_tokens, model).inc(tokens)
         if tokens and seconds > 0:
-            m.observe(m.decode_tokens_per_second, (model,), tokens / seconds, scope.exemplar)
+            m.observe(m.decode_tokens_per_second, (model,), tokens / seconds, scope.make_exemplar)
 
 
 def record_decode_warmup(seconds: float) -> None:
@@ -204,7 +209,7 @@ def record_decode_warmup(seconds: float) -> None:
     scope = _current.get()
     if scope is not None:
         m = scope.instrumentation.metrics
-        m.observe(m.decode_warmup, (), seconds, scope.exemplar)
+        m.observe(m.decode_warmup, (), seconds, scope.make_exemplar)
 
 
 def record_embedding_stall() -> None:

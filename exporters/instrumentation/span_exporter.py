@@ -29,8 +29,10 @@ What it does not do: HTTP(S)_PROXY, the SDK's credential-provider entry points a
 exporter metrics. ``OBSBOX_SDK_SPAN_EXPORTER=1`` (or ``OtelConfig(sdk_span_exporter=True)``)
 brings back the SDK's exporter.
 
-Threading: ``export`` may be called from any thread; calls are serialized by a lock (the batch
-processor calls it from its worker thread, and from the caller's thread on ``force_flush``).
+Threading: ``export``, ``encode_span`` and ``export_encoded`` may be called from any thread: the
+encoder's caches have a lock of their own, held while a span is encoded, and posts are serialized
+by another (the batch processor posts from its worker thread, and from the caller's thread on
+``force_flush``), so encoding in a request thread never waits for a post.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.util.re import parse_env_headers
 
 from obsbox import __version__
-from obsbox.exporters.instrumentation.span_wire import SpanEncoder
+from obsbox.exporters.instrumentation.span_wire import EncodedSpan, SpanEncoder
 
 _logger = logging.getLogger(__name__)
 
@@ -162,7 +164,8 @@ class OtlpHttpSpanExporter(SpanExporter):
             if client_certificate:
                 self._context.load_cert_chain(client_certificate, client_key_file or _env("CLIENT_KEY") or None)
         self._encoder = SpanEncoder()
-        self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()  # the encoder's caches; held for microseconds
+        self._lock = threading.Lock()  # the connection; held for a whole post
         self._conn: http.client.HTTPConnection | None = None
         self._shutdown = False
         self._stopping = threading.Event()
@@ -171,19 +174,36 @@ class OtlpHttpSpanExporter(SpanExporter):
         if self._shutdown:
             _logger.warning("Exporter already shutdown, ignoring batch")
             return SpanExportResult.FAILURE
-        with self._lock:
-            try:
+        try:
+            with self._encode_lock:
                 body = self._encoder.encode(spans)
-            except Exception as error:  # a span the encoder cannot read fails its batch, not the thread
-                _logger.error("Failed to encode span batch: %s", error)
-                return SpanExportResult.FAILURE
-            if 0 < self.max_request_bytes < len(body):
-                _logger.warning(
-                    "Dropping span batch: serialized size %d bytes exceeds max_request_bytes %d bytes.",
-                    len(body),
-                    self.max_request_bytes,
-                )
-                return SpanExportResult.FAILURE
+        except Exception as error:  # a span the encoder cannot read fails its batch, not the thread
+            _logger.error("Failed to encode span batch: %s", error)
+            return SpanExportResult.FAILURE
+        return self._export_body(body)
+
+    def encode_span(self, span: ReadableSpan) -> EncodedSpan:
+        """One span encoded now, for ``export_encoded`` later (``SpanBatcher`` queues these bytes
+        instead of span objects). Any thread; raises what the encoder raises."""
+        with self._encode_lock:
+            return self._encoder.piece(span)
+
+    def export_encoded(self, pieces: Sequence[EncodedSpan]) -> SpanExportResult:
+        """Send spans encoded by ``encode_span``, as one request."""
+        if self._shutdown:
+            _logger.warning("Exporter already shutdown, ignoring batch")
+            return SpanExportResult.FAILURE
+        return self._export_body(SpanEncoder.assemble(pieces))
+
+    def _export_body(self, body: bytes) -> SpanExportResult:
+        if 0 < self.max_request_bytes < len(body):
+            _logger.warning(
+                "Dropping span batch: serialized size %d bytes exceeds max_request_bytes %d bytes.",
+                len(body),
+                self.max_request_bytes,
+            )
+            return SpanExportResult.FAILURE
+        with self._lock:
             return SpanExportResult.SUCCESS if self._send(self._compress(body)) else SpanExportResult.FAILURE
 
     def _compress(self, body: bytes) -> bytes:

@@ -22,14 +22,15 @@ from __future__ import annotations
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext
+from opentelemetry.trace import Link, SpanContext, SpanKind, StatusCode
+from opentelemetry.trace.span import DEFAULT_TRACE_STATE
 
 from obsbox.protowire import _SMALL, field, varint
 
@@ -46,6 +47,9 @@ _FLAGS_REMOTE = b"\x85\x01" + (0x300).to_bytes(4, "little")
 _LINK_FLAGS_LOCAL = b"\x35" + (0x100).to_bytes(4, "little")
 _LINK_FLAGS_REMOTE = b"\x35" + (0x300).to_bytes(4, "little")
 _KINDS = [b"\x30" + _SMALL[kind + 1] for kind in range(5)]  # SDK SpanKind 0..4 -> proto SPAN_KIND_* 1..5
+# Enum members looked up by id(): an Enum's ``value`` and its hash are Python-level calls
+_KIND_BY_ID = {id(kind): _KINDS[kind.value] for kind in SpanKind}
+_CODE_BY_ID = {id(code): code.value for code in StatusCode}
 
 # Reading a span through its public properties costs more than encoding most of it: ``attributes``
 # is a MappingProxyType over BoundedAttributes, whose items() is a Python generator (about 1 µs for
@@ -58,6 +62,13 @@ _BOUNDED_DICT = type(getattr(BoundedAttributes(), "_dict", None)) is dict
 # while its entry lives; past this many entries a cache starts afresh (a leak guard, not a tuning knob)
 _CACHE_LIMIT = 1024
 _PAIR_MAX_CHARS = 256  # longer strings (a query, a prompt) are rarely repeated: not worth keeping
+_BLOCK_MAX_BYTES = 2048  # a span's attributes encoded larger than this are not kept either
+
+
+# (group id, encoded field, encoded schema_url field) of a resource or an instrumentation scope
+Group = tuple[int, bytes, bytes]
+# a span encoded on its own: its resource's group, its scope's group, its ScopeSpans.spans field
+EncodedSpan = tuple[Group, Group, bytes]
 
 
 class _Groups:
@@ -67,10 +78,10 @@ class _Groups:
     def __init__(self, group_ids: Iterator[int], encode: Callable[[Any], tuple[bytes, bytes]]) -> None:
         self.group_ids = group_ids
         self.encode = encode
-        self.by_id: dict[int, tuple[Any, int, bytes, bytes]] = {}  # id -> (object, group id, field, schema field)
+        self.by_id: dict[int, tuple[Any, Group]] = {}  # id -> (object, (group id, field, schema field))
         self.groups: dict[Any, int] = {}  # object (by equality) -> group id
 
-    def of(self, obj: Any) -> tuple[int, bytes, bytes]:
+    def of(self, obj: Any) -> Group:
         """(group id, encoded field, encoded schema_url field) of ``obj``."""
         cached = self.by_id.get(id(obj))
         if cached is None:
@@ -80,20 +91,21 @@ class _Groups:
             group = self.groups.get(obj)
             if group is None:
                 group = self.groups[obj] = next(self.group_ids)
-            cached = self.by_id[id(obj)] = (obj, group, *self.encode(obj))
-        return cached[1], cached[2], cached[3]
+            cached = self.by_id[id(obj)] = (obj, (group, *self.encode(obj)))
+        return cached[1]
 
 
 class SpanEncoder:
     """Encodes SDK spans into an ``ExportTraceServiceRequest``, grouped by resource, then by
     instrumentation scope, in the order each first appears (as the SDK's encoder groups them).
 
-    Not thread-safe: it keeps caches; the exporter calls it under its own lock.
+    Not thread-safe: it keeps caches; its users call it under a lock of their own.
     """
 
     def __init__(self) -> None:
         self._keys: dict[str, bytes] = {}  # attribute key -> encoded KeyValue.key field
         self._pairs: dict[tuple[int, str, str | int], bytes] = {}  # (tag, key, str or int value) -> field
+        self._blocks: dict[tuple[tuple[Any, ...], tuple[type, ...]], bytes] = {}  # a span's attributes -> fields
         group_ids = itertools.count()  # never reused, even across a cache reset within a batch
         # ResourceSpans.resource and schema_url fields; equal resources share one ResourceSpans
         self._resources = _Groups(group_ids, self._resource_fields)
@@ -101,18 +113,25 @@ class SpanEncoder:
 
     def encode(self, spans: Sequence[ReadableSpan]) -> bytes:
         """The serialized request for ``spans``."""
+        return self.assemble([self.piece(span) for span in spans])
+
+    def piece(self, span: ReadableSpan) -> EncodedSpan:
+        """One span encoded on its own, with its resource's and scope's fragments: what a processor
+        can queue instead of the span object, for ``assemble`` to put into a request later."""
+        return self._resources.of(span.resource), self._scopes.of(span.instrumentation_scope), self._span(span)
+
+    @staticmethod
+    def assemble(pieces: Iterable[EncodedSpan]) -> bytes:
+        """The serialized request for spans encoded by ``piece``, grouped by resource, then by scope."""
         groups: dict[int, tuple[bytes, bytes, dict[int, tuple[bytes, bytes, list[bytes]]]]] = {}
-        resources, scopes, span_field = self._resources, self._scopes, self._span
-        for span in spans:
-            resource_group, resource_field, resource_schema = resources.of(span.resource)
+        for (resource_group, resource_field, resource_schema), (scope_group, scope_field, scope_schema), span in pieces:
             group = groups.get(resource_group)
             if group is None:
                 group = groups[resource_group] = (resource_field, resource_schema, {})
-            scope_group, scope_field, scope_schema = scopes.of(span.instrumentation_scope)
             scope_spans = group[2].get(scope_group)
             if scope_spans is None:
                 scope_spans = group[2][scope_group] = (scope_field, scope_schema, [])
-            scope_spans[2].append(span_field(span))
+            scope_spans[2].append(span)
         out = []
         for resource_field, resource_schema, scope_groups in groups.values():
             scope_spans_fields = [
@@ -151,7 +170,7 @@ class SpanEncoder:
             b"\x12\x08" + context.span_id.to_bytes(8, "big"),  # span_id (2)
         ]
         trace_state = context.trace_state
-        if trace_state:
+        if trace_state is not DEFAULT_TRACE_STATE and trace_state:  # len() of a TraceState is a Python call
             encoded_state = ",".join([f"{key}={value}" for key, value in trace_state.items()]).encode()
             parts.append(field(0x1A, encoded_state))  # trace_state (3)
         if parent is not None:
@@ -159,7 +178,8 @@ class SpanEncoder:
         name = span.name
         if name:
             parts.append(field(0x2A, name.encode()))  # name (5)
-        parts.append(_KINDS[span.kind.value])  # kind (6)
+        kind = span.kind
+        parts.append(_KIND_BY_ID.get(id(kind)) or _KINDS[kind.value])  # kind (6)
         start, end = span.start_time, span.end_time
         if start:
             parts.append(b"\x39" + start.to_bytes(8, "little"))  # start_time_unix_nano (7), fixed64
@@ -172,17 +192,36 @@ class SpanEncoder:
         else:
             attributes, dropped = span.attributes, span.dropped_attributes
         if attributes:
-            parts.append(self._attributes(attributes, 0x4A))  # attributes (9)
+            parts.append(self._span_attributes(attributes))  # attributes (9)
         if dropped:
             parts.append(b"\x50" + varint(dropped))  # dropped_attributes_count (10)
         if getattr(span, "_events", True) or getattr(span, "_links", True):  # the properties copy even empty lists
             parts.append(self._events_and_links(span))
         status = span.status
         if status is not None:
-            parts.append(_status(status.status_code.value, status.description))  # status (15)
+            code = status.status_code
+            value = _CODE_BY_ID.get(id(code))
+            parts.append(_status(code.value if value is None else value, status.description))  # status (15)
         parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)  # flags (16)
         body = b"".join(parts)
         return b"\x12" + varint(len(body)) + body
+
+    def _span_attributes(self, attributes: Mapping[str, Any]) -> bytes:
+        """A span's attributes (9), from the cache when a span had the same ones before: the server
+        spans of one route mostly do, and looking the whole set up costs a tenth of encoding it."""
+        values = attributes.values()
+        try:
+            key = (tuple(attributes.items()), tuple(map(type, values)))  # types too: 1, 1.0 and True are equal
+            encoded = self._blocks.get(key)
+        except TypeError:  # an unhashable value (a list): encoded every time
+            return self._attributes(attributes, 0x4A)
+        if encoded is None:
+            encoded = self._attributes(attributes, 0x4A)
+            if len(encoded) <= _BLOCK_MAX_BYTES:
+                if len(self._blocks) >= _CACHE_LIMIT:
+                    self._blocks.clear()
+                self._blocks[key] = encoded
+        return encoded
 
     def _events_and_links(self, span: ReadableSpan) -> bytes:
         """Span.events (11), dropped_events_count (12), links (13), dropped_links_count (14)."""

@@ -40,7 +40,7 @@ def _observe(scope: _request.RequestScope, name: str, seconds: float) -> None:
         )
     scope.stages[name] = scope.stages.get(name, 0.0) + seconds
     m = inst.metrics
-    m.observe(m.stage_duration, (name,), seconds, scope.exemplar)
+    m.observe(m.stage_duration, (name,), seconds, scope.make_exemplar)
 
 
 class stage:  # noqa: N801  (reads as a function at the call site: ``with stage("prefill"):``)

@@ -119,7 +119,7 @@ class LocalStack:
         rules = folder / "slo.rules.yml"
         slos = slo.load(spec)
         slo.write(rules, slo.render(slo.rules(slos), source=spec.name))
-        self.periods = {s.name: parse_duration(s.window) for s in slos}
+        self.periods = {s.name: parse_duration(s.nominal_window) for s in slos}
         llm_rules = folder / "llm.rules.yml"
         slo.write(llm_rules, llm.generate(llm.DEFAULT_SOURCES))
         interval = self.config.scrape_interval

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from obsbox.breakdown import SIGNALS
 from obsbox.config import KeyPath
 from obsbox.slo.selectors import LABEL_NAME, METRIC_NAME, Matcher, Selector, num, parse_selector
 
@@ -182,10 +183,7 @@ def without_stage_data(annotations: Mapping[str, str], labels: Mapping[str, str]
 
 
 def _llm_stages() -> dict[str, tuple[str, ...]]:
-    """The LLM sources' latency signals and their recorded series. Imported when a spec names a source:
-    obsbox.llm builds on obsbox.slo, whose spec module loads this one."""
-    from obsbox.llm.spec import SIGNALS  # noqa: PLC0415
-
+    """The LLM sources' latency signals and their recorded series (obsbox.breakdown)."""
     return {name: signal.records for name, signal in SIGNALS.items() if signal.kind == "histogram"}
 
 

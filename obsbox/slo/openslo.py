@@ -27,6 +27,8 @@ from typing import Any
 
 from obsbox.config import ConfigError, Document, KeyPath, build, dotted, load_yaml_all
 from obsbox.durations import UNITS, format_duration, parse_duration
+from obsbox.slo.burnalerts import OPS, BurnAlert
+from obsbox.slo.periods import DEFAULT_START, Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL
 from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
@@ -39,12 +41,15 @@ from obsbox.slo.spec import (
     known_histograms,
     period_problem,
 )
+from obsbox.slo.timeslices import Timeslices
 
 API_VERSION = "openslo/v1"
 PREFIX = "obsbox.dev/"  # annotations that carry what OpenSLO has no field for
 NOTIFICATION_TARGET = "obsbox-alertmanager"
+OPENSLO_UTC = "Etc/UTC"  # the v1 schema wants Area/Location time zones
+BUDGETING = ("Occurrences", "Timeslices", "RatioTimeslices")
 KINDS = ("SLO", "SLI", "DataSource", "AlertPolicy", "AlertCondition", "AlertNotificationTarget", "Service")
-CALENDAR_UNITS = ("M", "Q", "Y")  # OpenSLO's months, quarters and years, whose lengths vary
+CALENDAR_KEYS = {"start": "startTime", "time_zone": "timeZone"}
 THRESHOLD_OPS = ("lte", "lt")  # a latency SLI counts the requests at or under its threshold
 BURN_OPS = ("gte", "gt")  # obsbox alerts when the burn rate reaches the condition's factor
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.name (RFC 1123, as the Go SDK checks)
@@ -69,6 +74,7 @@ def export(slos: Sequence[SLO]) -> list[dict[str, Any]]:
             raise ConfigError(f"becomes the OpenSLO name {name!r}, as {names[name]} does", source=f"SLO {slo.name}")
         names[name] = slo.name
     policies = {_policy_name(slo, c): _policy(slo, c) for slo in slos for c in slo.burn_conditions()}
+    policies |= {_alert_policy_name(slo, a): _alert_policy(slo, a) for slo in slos for a in slo.alerts}
     target = _document(
         "AlertNotificationTarget",
         {"name": NOTIFICATION_TARGET},
@@ -124,6 +130,8 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
         annotations["policy"] = json.dumps([dataclasses.asdict(step) for step in slo.policy])
     if slo.dashboard_url not in (None, DEFAULT_DASHBOARD_URL):
         annotations["dashboard-url"] = str(slo.dashboard_url)
+    if slo.objective_of is not None:
+        annotations["objective-of"] = slo.objective_of
     service = str(slo.service)
     if not _DNS_LABEL.fullmatch(service):
         annotations["service"], service = service, openslo_name(service)
@@ -134,12 +142,35 @@ def _slo_document(slo: SLO) -> dict[str, Any]:
     spec |= {
         "service": service,
         "indicator": {"metadata": _metadata(name, sli_annotations), "spec": sli},
-        "timeWindow": [{"duration": openslo_duration(slo.window), "isRolling": True}],
-        "budgetingMethod": "Occurrences",
-        "objectives": [{**objective, "target": slo.objective}],
-        "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()],
+        "timeWindow": [_time_window(slo)],
+        "budgetingMethod": "Occurrences" if slo.timeslices is None else slo.timeslices.method,
+        "objectives": [{**objective, "target": slo.objective, **_slices(slo)}],
+        "alertPolicies": [{"alertPolicyRef": _policy_name(slo, c)} for c in slo.burn_conditions()]
+        + [{"alertPolicyRef": _alert_policy_name(slo, a)} for a in slo.alerts],
     }
     return _document("SLO", _metadata(name, annotations, labels), spec)
+
+
+def _time_window(slo: SLO) -> dict[str, Any]:
+    if slo.calendar is None:
+        return {"duration": openslo_duration(slo.window), "isRolling": True}
+    zone = slo.calendar.time_zone
+    calendar = {"startTime": str(slo.calendar.start), "timeZone": OPENSLO_UTC if zone == "UTC" else zone}
+    return {"duration": slo.window, "isRolling": False, "calendar": calendar}
+
+
+def _slices(slo: SLO) -> dict[str, Any]:
+    """A time-slice objective's fields: the slice, its target, and for a ratio SLI how a slice's good
+    share compares with it."""
+    slices = slo.timeslices
+    if slices is None:
+        return {}
+    out: dict[str, Any] = {"timeSliceWindow": slices.window}
+    if slices.target is not None:
+        out["timeSliceTarget"] = slices.target
+        if slo.sli.kind == "availability":
+            out["op"] = slices.op
+    return out
 
 
 def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
@@ -161,7 +192,7 @@ def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]
         annotations["filters"] = json.dumps(slo.filters)
     if sli.counters:
         annotations["counters"] = json.dumps(sli.counters)
-    ratio: dict[str, Any] = {"counter": True}
+    ratio: dict[str, Any] = {"counter": not sli.gauges}
     for key in ("good", "bad", "total"):
         text = getattr(sli, key)
         if text is not None:
@@ -174,7 +205,7 @@ def _metric_source(query: Selector) -> dict[str, Any]:
 
 
 def _policy_name(slo: SLO, condition: BurnCondition) -> str:
-    return f"obsbox-{condition.severity}-{condition.long_window}-{condition.short_window}-{slo.window}"
+    return f"obsbox-{condition.severity}-{condition.long_window}-{condition.short_window}-{slo.nominal_window}"
 
 
 def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
@@ -191,16 +222,52 @@ def _policy(slo: SLO, c: BurnCondition) -> dict[str, Any]:
         "AlertPolicy",
         {"name": name, "displayName": f"{c.severity}: {what}"},
         {
-            "description": f"obsbox's {c.severity} alert for SLOs over {slo.window}: the {what} (the error ratio "
-            f"over both windows at least {c.factor:g} times the error budget). alertAfter is the short window.",
+            "description": f"obsbox's {c.severity} alert for SLOs over {slo.nominal_window}: the {what} (the error "
+            f"ratio over both windows at least {c.factor:g} times the error budget). alertAfter is the short window.",
             "alertWhenBreaching": True,
             "alertWhenResolved": False,
-            "alertWhenNoData": False,
+            "alertWhenNoData": True,  # every SLO also gets SLONoData (a ticket) when its events have no series
             "conditions": [
                 {
                     "kind": "AlertCondition",
                     "metadata": {"name": name},
                     "spec": {"severity": c.severity, "condition": condition},
+                }
+            ],
+            "notificationTargets": [{"targetRef": NOTIFICATION_TARGET}],
+        },
+    )
+
+
+def _alert_policy_name(slo: SLO, alert: BurnAlert) -> str:
+    name = f"{openslo_name(slo.name)}-{alert.label}"
+    if not _DNS_LABEL.fullmatch(name):
+        raise ConfigError(f"{name!r} is longer than an OpenSLO name (63)", source=f"SLO {slo.name}", key="alerts")
+    return name
+
+
+def _alert_policy(slo: SLO, alert: BurnAlert) -> dict[str, Any]:
+    """A single-window condition of the SLO's ``alerts`` as an alert policy with its condition inline."""
+    condition = {
+        "kind": "burnrate",
+        "op": alert.op,
+        "threshold": alert.threshold,
+        "lookbackWindow": alert.window,
+        "alertAfter": alert.after,
+    }
+    return _document(
+        "AlertPolicy",
+        {"name": _alert_policy_name(slo, alert)},
+        {
+            "description": f"{slo.name}'s own alert: {alert.describe()} (obsbox's SLOBurnRate alert).",
+            "alertWhenBreaching": True,
+            "alertWhenResolved": False,
+            "alertWhenNoData": True,
+            "conditions": [
+                {
+                    "kind": "AlertCondition",
+                    "metadata": {"name": alert.label},
+                    "spec": {"severity": alert.severity, "condition": condition},
                 }
             ],
             "notificationTargets": [{"targetRef": NOTIFICATION_TARGET}],
@@ -278,14 +345,16 @@ def load(paths: Sequence[str | Path]) -> Imported:
     for (kind, _), node in index.items():
         if kind != "SLO":
             continue
-        entry = _slo(node, index, imported.notes)
-        slo = _validated(node, entry, histograms)
-        if slo.name in names:
-            raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
-        names[slo.name] = node
-        _check_alert_policies(node, slo, index)
-        imported.entries.append(entry)
-        imported.slos.append(slo)
+        for entry in _slos(node, index, imported.notes):
+            slo = _validated(node, entry, histograms)
+            if slo.name in names:
+                raise node.error(("metadata",), f"is the obsbox SLO {slo.name}, as {names[slo.name].label} is")
+            names[slo.name] = node
+            if alerts := _alert_policies(node, slo, index):
+                entry["alerts"] = alerts
+                slo = _validated(node, entry, histograms)
+            imported.entries.append(entry)
+            imported.slos.append(slo)
     if not imported.slos:
         raise ConfigError("no SLO documents (kind: SLO) to import", source=", ".join(map(str, paths)))
     return imported
@@ -325,29 +394,63 @@ def _validated(node: Node, entry: dict[str, Any], histograms: Mapping[str, Seque
     return slo
 
 
-def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) -> dict[str, Any]:
-    """The obsbox spec entry of an OpenSLO SLO document."""
+def _slos(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str]) -> list[dict[str, Any]]:
+    """The obsbox spec entries of an OpenSLO SLO document: one per objective. Each objective of a ratio
+    SLI is its own SLO (``<name>-<objective's displayName, or its number>``) with its own rules and
+    alerts, as Nobl9 alerts per objective; they share the SLI (``objective_of``)."""
+    spec = node.child("spec")
+    objectives = spec.get("objectives") or []
+    if not objectives:
+        raise spec.error(("objectives",), "needs an objective (a target)")
+    if len(objectives) > 1:
+        indicator = _ref(spec, ("indicator",), ("indicatorRef",), "SLI", index)
+        if indicator.get("spec", "thresholdMetric") is not None:
+            raise spec.error(
+                ("objectives",),
+                f"{len(objectives)} objectives on a thresholdMetric SLI: OpenSLO allows one (its README, Notes "
+                "(SLO): objectives); only a ratioMetric SLI takes several",
+            )
+    entries = [_slo(node, index, notes if i == 0 else [], i) for i in range(len(objectives))]
+    if len(entries) > 1:
+        base = entries[0]["name"]
+        for i, entry in enumerate(entries):
+            entry["name"] = objective_name(base, spec.get("objectives", i, "displayName"), i)
+            entry["objective_of"] = base
+    names = [entry["name"] for entry in entries]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise spec.error(("objectives", i, "displayName"), f"makes the SLO name {name} a second time")
+    return entries
+
+
+def objective_name(base: str, display: Any, i: int) -> str:
+    """An objective's SLO name: its displayName as a name (SLA -> base-sla), else its number (base-2)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", str(display or "").lower()).strip("-")
+    return f"{base}-{slug or i + 1}"
+
+
+def _slo(node: Node, index: Mapping[tuple[str, str], Node], notes: list[str], i: int = 0) -> dict[str, Any]:
+    """The obsbox spec entry of an OpenSLO SLO document's ``i``-th objective."""
     spec = node.child("spec")
     budgeting = spec.get("budgetingMethod") or "Occurrences"
-    if budgeting != "Occurrences":
-        raise spec.error(
-            ("budgetingMethod",), f"{budgeting}: obsbox counts events (Occurrences); time slices are not supported"
-        )
-    objectives = spec.get("objectives") or []
-    if len(objectives) != 1:
-        raise spec.error(("objectives",), f"{len(objectives)} objectives: an obsbox SLO has one; write one SLO each")
-    objective = spec.child("objectives", 0)
+    if budgeting not in BUDGETING:
+        raise spec.error(("budgetingMethod",), f"{budgeting!r} is not one of {', '.join(BUDGETING)}")
+    objective = spec.child("objectives", i)
     if objective.get("indicator") is not None or objective.get("indicatorRef") is not None:
         raise objective.error((), "a composite SLO: obsbox reads one SLI per SLO")
     annotations = node.annotations()
     entry: dict[str, Any] = {"name": annotations.get("name", node.name)}
+    if "objective-of" in annotations:
+        entry["objective_of"] = annotations["objective-of"]
     entry["service"] = annotations.get("service", spec.get("service"))
     if description := spec.get("description") or node.get("metadata", "displayName"):
         entry["description"] = description
     entry["objective"] = _target(objective)
-    entry["window"] = _window(spec)
+    entry |= _window(spec)
     indicator = _ref(spec, ("indicator",), ("indicatorRef",), "SLI", index)
     entry["sli"], filters = _sli(indicator, objective, index)
+    if budgeting != "Occurrences":
+        entry["timeslices"] = _timeslices(objective, budgeting, ratio=entry["sli"]["kind"] == "availability")
     if filters:
         entry["filters"] = filters
     if labels := _labels(node, annotations):
@@ -404,10 +507,16 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
         raise spec.error((), "needs a thresholdMetric or a ratioMetric")
     if objective.get("value") is not None:
         raise objective.error(("value",), "belongs to a threshold SLI; a ratio SLI's objective is its target")
+    if objective.get("op") not in (None, "gte", "gt"):
+        raise objective.error(
+            ("op",), f"{objective.get('op')}: a ratio SLI's good share is held at or above its target (gt or gte)"
+        )
     if "raw" in ratio:
-        raise spec.error(("ratioMetric", "raw"), "a precomputed ratio: obsbox counts good/bad and total events")
-    if ratio.get("counter") is False:
-        raise spec.error(("ratioMetric", "counter"), "false (gauges): obsbox's ratio SLIs read counters")
+        raise spec.error(
+            ("ratioMetric", "raw"),
+            f"a precomputed ratio (rawType {ratio.get('rawType')}): obsbox reads a ratio from its parts, counters "
+            "or gauges (counter: false); write them as good (or bad) and total",
+        )
     queries = {
         key: _query(spec.child("ratioMetric", key, "metricSource"), index, summed=True)
         for key in ("good", "bad", "total")
@@ -420,7 +529,9 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
     counters = annotations.get(
         "counters", [q.metric for q in queries.values() if not q.metric.endswith(COUNTER_SUFFIXES)]
     )
-    if counters:
+    if ratio.get("counter") is False:
+        sli["gauges"] = True
+    elif counters:
         sli["counters"] = list(dict.fromkeys(counters))
     return sli, [str(m) for m in filters]
 
@@ -471,22 +582,52 @@ def _target(objective: Node) -> float:
     raise objective.error(("target",), "needs a target (or targetPercent)")
 
 
-def _window(spec: Node) -> str:
+def _window(spec: Node) -> dict[str, Any]:
+    """The spec entry's ``window``, and its ``calendar`` for a calendar-aligned window."""
     if not spec.get("timeWindow"):
-        return "30d"
+        return {"window": "30d"}
     window = spec.child("timeWindow", 0)
-    if window.get("calendar") is not None or window.get("isRolling") is False:
-        raise window.error((), "a calendar-aligned window: obsbox's windows roll (isRolling: true)")
     duration = str(window.get("duration"))
-    if duration.endswith(CALENDAR_UNITS):
-        raise window.error(("duration",), f"{duration}: months, quarters and years vary in length; use days or weeks")
+    calendar = window.get("calendar")
+    if window.get("isRolling") is False or (calendar is not None and window.get("isRolling") is not True):
+        if not isinstance(calendar, dict):
+            raise window.error((), "a calendar-aligned window (isRolling: false) needs calendar: startTime, timeZone")
+        zone = str(calendar.get("timeZone") or "UTC")
+        entry = {"start": calendar.get("startTime", DEFAULT_START), "time_zone": "UTC" if zone == OPENSLO_UTC else zone}
+        for key, message in Calendar(**entry).problems(duration):
+            where = ("duration",) if key == ("window",) else ("calendar", CALENDAR_KEYS[str(key[-1])])
+            hint = " (m is minutes; M is months)" if duration.endswith("m") and key == ("window",) else ""
+            raise window.error(where, message + hint)
+        return {"window": duration, "calendar": Calendar(**entry).__dict__}
     try:
         period = format_duration(parse_duration(duration))
     except ValueError as exc:
-        raise window.error(("duration",), str(exc)) from None
+        problem = period_problem(duration) if duration[-1:] in ("M", "Q", "Y") else str(exc)
+        raise window.error(("duration",), str(problem)) from None
     if (problem := period_problem(period)) is not None:
         raise window.error(("duration",), problem)
-    return period
+    return {"window": period}
+
+
+def _timeslices(objective: Node, budgeting: str, ratio: bool) -> dict[str, Any]:
+    """The spec entry's ``timeslices`` from a Timeslices or RatioTimeslices objective."""
+    length = objective.get("timeSliceWindow")
+    if length is None:
+        raise objective.error(("timeSliceWindow",), f"{budgeting} needs the slice's length (timeSliceWindow)")
+    out: dict[str, Any] = {"window": f"{length}m" if isinstance(length, int | float) else str(length)}
+    if budgeting == "Timeslices":
+        target = objective.get("timeSliceTarget")
+        if not isinstance(target, int | float) or isinstance(target, bool):
+            raise objective.error(
+                ("timeSliceTarget",), "Timeslices needs the share of good events that makes a slice good"
+            )
+        out["target"] = float(target)
+        if ratio and objective.get("op") == "gt":
+            out["op"] = "gt"
+    problems = Timeslices(**out).problems()
+    for key, message in problems:
+        raise objective.error(("timeSliceWindow" if key == ("window",) else "timeSliceTarget",), message)
+    return out
 
 
 def openslo_duration(window: str) -> str:
@@ -510,43 +651,56 @@ def _labels(node: Node, annotations: Mapping[str, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in found.items()}
 
 
-def _check_alert_policies(node: Node, slo: SLO, index: Mapping[tuple[str, str], Node]) -> None:
-    """Refuse an alert policy of the SLO whose conditions are not burn-rate alerts obsbox writes."""
+def _alert_policies(node: Node, slo: SLO, index: Mapping[tuple[str, str], Node]) -> list[dict[str, Any]]:
+    """The SLO's alert conditions that are not among obsbox's four multi-window alerts, as spec ``alerts``
+    (single-window ``SLOBurnRate`` alerts, obsbox.slo.burnalerts)."""
     spec = node.child("spec")
+    out: list[dict[str, Any]] = []
     for i in range(len(spec.get("alertPolicies") or [])):
         policy = _ref(spec, ("alertPolicies", i), ("alertPolicies", i, "alertPolicyRef"), "AlertPolicy", index)
         for j in range(len(policy.get("spec", "conditions") or [])):
             where = ("spec", "conditions", j)
-            _burn_condition(_ref(policy, where, (*where, "conditionRef"), "AlertCondition", index), slo)
+            alert = _burn_condition(_ref(policy, where, (*where, "conditionRef"), "AlertCondition", index), slo)
+            if alert is not None and alert not in out:
+                out.append(alert)
+    return out
 
 
-def _burn_condition(node: Node, slo: SLO) -> None:
+def _burn_condition(node: Node, slo: SLO) -> dict[str, Any] | None:
+    """None for one of obsbox's own multi-window alerts (as an export writes them), else the spec's
+    ``alerts`` entry; refused in one line when a key OpenSLO requires is missing (its README,
+    "AlertCondition": op, threshold and lookbackWindow; alertAfter defaults to 0m)."""
     condition = node.child("spec", "condition")
     kind, op, factor = condition.get("kind") or "burnrate", condition.get("op"), condition.get("threshold")
     lookback, after, severity = (
         condition.get("lookbackWindow"),
-        condition.get("alertAfter"),
+        condition.get("alertAfter") or "0m",
         node.get("spec", "severity"),
     )
+    if kind != "burnrate":
+        raise condition.error(("kind",), f"{kind!r}: OpenSLO v1 defines only burnrate conditions")
     for c in slo.burn_conditions():
         if (
-            kind == "burnrate"
-            and op in BURN_OPS
+            op in BURN_OPS
             and isinstance(factor, int | float)
             and math.isclose(factor, c.factor, rel_tol=1e-9)
             and _same_duration(lookback, c.long_window)
             and _same_duration(after, c.short_window)
             and severity == c.severity
         ):
-            return
-    known = ", ".join(
-        f"{c.severity} gte {c.factor:g} over {c.long_window} alertAfter {c.short_window}" for c in slo.burn_conditions()
-    )
-    raise condition.error(
-        (),
-        f"{severity} {kind} {op} {factor} over {lookback} alertAfter {after} is not a burn-rate alert obsbox "
-        f"writes; for a {slo.window} SLO it writes these four: {known}",
-    )
+            return None
+    if op not in OPS:
+        raise condition.error(("op",), f"{op}: a burnrate condition needs op (lte, lt, gte or gt); it has no default")
+    if not isinstance(factor, int | float) or isinstance(factor, bool):
+        raise condition.error(("threshold",), f"{factor}: a burnrate condition needs the burn rate to compare with")
+    if lookback is None:
+        raise condition.error(("lookbackWindow",), "a burnrate condition needs the window to compare over")
+    if not isinstance(severity, str):
+        raise node.error(("spec", "severity"), "an alert condition needs its severity (page, ticket, ...)")
+    entry = {"severity": severity, "op": op, "threshold": factor, "window": str(lookback), "after": str(after)}
+    if _DNS_LABEL.fullmatch(node.name) and node.name != BurnAlert(**entry).label:
+        entry = {"name": node.name, **entry}
+    return entry
 
 
 def _same_duration(value: Any, window: str) -> bool:

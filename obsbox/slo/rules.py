@@ -36,12 +36,17 @@ from obsbox.durations import parse_duration as seconds
 from obsbox.logrules import Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import OVERSPEND_ANNOTATION, SPEND_WINDOW, overspend_text, stage_rules
+from obsbox.slo.burnalerts import BurnAlert
 from obsbox.slo.policies import PolicyStep
 from obsbox.slo.selectors import num
 from obsbox.slo.spec import SLO, check
 
 ERROR_EVENTS_RATE = "slo:sli_error_events:rate5m"  # {slo, service}: errors per second over 5m
 EVENTS_RATE = "slo:sli_events:rate5m"  # {slo, service}: events per second over 5m
+SLICE_ERROR = "slo:sli_slice_error:ratio"  # {slo, service}: the last time slice: 1 bad, 0 good (or its error ratio)
+UTC_OFFSET = "slo:calendar_utc_offset:seconds"  # {slo, service}: the calendar's time zone's offset now
+PERIOD_INDEX = "slo:calendar_period:index"  # {slo, service}: whole calendar periods since calendar.start, 5m ago
+RATE_OVER = "slo:sli_{kind}:rate{window}"  # a calendar period's step, when longer than 5m: the mean 5m rate
 NO_DATA_FOR = "10m"  # how long the SLI's events may have no series before SLONoData fires
 RECORDED_FROM_SECONDS = 86400  # windows this long or longer are computed from the two series above
 ALWAYS_RECORDED = ("5m", "1h")  # whatever the period: the current burn rate and the burn dashboard read them
@@ -56,8 +61,10 @@ GPU_GROUP = "obsbox-gpu-autoscaling"
 def slo_windows(slo: SLO) -> list[str]:
     """Every window the SLO's rules record, shortest first; for a 30-day SLO, ``conventions.SLO_WINDOWS``."""
     windows = {w for c in slo.burn_conditions() for w in (c.long_window, c.short_window)}
-    windows |= {slo.window, *ALWAYS_RECORDED}
-    return sorted(windows, key=seconds)
+    windows |= {*ALWAYS_RECORDED, *(duration(seconds(alert.window)) for alert in slo.alerts)}
+    if slo.calendar is not None and slo.timeslices is not None:
+        windows.add(slo.calendar.step(slo.window))  # the period's mean reads the slices' mean over its step
+    return [*sorted(windows, key=seconds), slo.window] if slo.calendar else sorted({*windows, slo.window}, key=seconds)
 
 
 def rules(slos: Sequence[SLO], log_rules: Sequence[Rule] | None = None) -> dict[str, Any]:
@@ -86,15 +93,27 @@ def slo_group(slo: SLO) -> dict[str, Any]:
         record(ERROR_EVENTS_RATE, slo.sli.error_rate_expr("5m", filters)),
         record(EVENTS_RATE, slo.sli.total_rate_expr("5m", filters)),
     ]
-    for window in slo_windows(slo):
-        if seconds(window) < RECORDED_FROM_SECONDS:
-            expr = slo.error_ratio_expr(window)
-        else:
-            expr = (
-                f"sum_over_time({slo.recorded(ERROR_EVENTS_RATE)}[{window}])\n"
-                f"/\nsum_over_time({slo.recorded(EVENTS_RATE)}[{window}])"
-            )
-        out.append(record(conventions.SLI_ERROR_RATIO.format(window=window), expr))
+    if slo.timeslices is not None:
+        length = slo.timeslices.window
+        errors, events = slo.sli.error_rate_expr(length, filters), slo.sli.total_rate_expr(length, filters)
+        out.append(record(SLICE_ERROR, slo.timeslices.slice_expr(errors, events)))
+    if slo.calendar is not None:
+        offset = slo.calendar.offset_expr()
+        if offset is not None:
+            out.append(record(UTC_OFFSET, offset))
+        # the period the 5m rates just recorded began in: a sample belongs to the period its window starts in
+        index = slo.calendar.index_expr(slo.window, slo.recorded(UTC_OFFSET) if offset else None, "time() - 299")
+        out.append(record(PERIOD_INDEX, index))
+        step = slo.calendar.step(slo.window)
+        if step != "5m" and slo.timeslices is None:
+            out += [
+                record(RATE_OVER.format(kind=kind, window=step), f"avg_over_time({slo.recorded(five)}[{step}])")
+                for kind, five in (("error_events", ERROR_EVENTS_RATE), ("events", EVENTS_RATE))
+            ]
+    out += [
+        record(conventions.SLI_ERROR_RATIO.format(window=window), window_ratio_expr(slo, window))
+        for window in slo_windows(slo)
+    ]
     out += [
         record(conventions.SLO_OBJECTIVE, f"vector({num(slo.objective)})"),
         record(conventions.SLO_ERROR_BUDGET, f"vector({budget})"),
@@ -110,7 +129,7 @@ def slo_group(slo: SLO) -> dict[str, Any]:
     estimate = slo.sli.estimate()
     for condition in slo.burn_conditions():
         factor = num(condition.factor)
-        exhausted = duration(seconds(slo.window) / condition.factor)
+        exhausted = duration(seconds(slo.nominal_window) / condition.factor)
         out.append(
             {
                 "alert": conventions.SLO_ALERT,
@@ -127,7 +146,7 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                     f"{slo.name} ({slo.service}) is burning its error budget {factor}x too fast",
                     f"{slo.description.strip()} Over the last {condition.long_window} and the last "
                     f"{condition.short_window}, the error ratio is at least {factor}x the error budget of "
-                    f"{num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over {slo.window}); "
+                    f"{num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over {slo.period_text}); "
                     f"at this rate the whole budget is spent in {exhausted}."
                     + (f" The SLI is an estimate: {estimate}." if estimate else "")
                     + "".join(
@@ -140,9 +159,64 @@ def slo_group(slo: SLO) -> dict[str, Any]:
                 | overspend,
             }
         )
+    out += [burn_rate_alert(slo, alert) for alert in slo.alerts]
     out.append(no_data_alert(slo))
     out += [policy_alert(slo, step) for step in slo.policy or ()]
-    return {"name": f"obsbox-slo-{slo.name}", "rules": out}
+    group: dict[str, Any] = {"name": f"obsbox-slo-{slo.name}"}
+    if slo.timeslices is not None:
+        group["interval"] = slo.timeslices.window  # one evaluation per slice
+    return {**group, "rules": out}
+
+
+def window_ratio_expr(slo: SLO, window: str) -> str:
+    """The SLI's error ratio over ``window``: since the calendar period's start for a calendar SLO's
+    period; the mean of the slices for a time-slice SLO; else from the raw counters up to 1d, and from
+    the recorded 5m rates for longer windows."""
+    slices = slo.recorded(SLICE_ERROR)
+    if slo.calendar is not None and window == slo.window:
+        index, step = slo.recorded(PERIOD_INDEX), slo.calendar.step(window)
+        if slo.timeslices is not None:  # the mean of the step's slices, recorded as a window's ratio
+            means = slo.recorded(conventions.SLI_ERROR_RATIO.format(window=step))
+            return slo.calendar.period_mean_expr(window, index, means, step)
+        rates = [slo.recorded(RATE_OVER.format(kind=kind, window=step)) for kind in ("error_events", "events")]
+        return slo.calendar.period_ratio_expr(window, index, (rates[0], rates[1]), step)
+    if slo.timeslices is not None:
+        return f"avg_over_time({slices}[{window}])"
+    if seconds(window) < RECORDED_FROM_SECONDS:
+        return slo.error_ratio_expr(window)
+    return (
+        f"sum_over_time({slo.recorded(ERROR_EVENTS_RATE)}[{window}])\n"
+        f"/\nsum_over_time({slo.recorded(EVENTS_RATE)}[{window}])"
+    )
+
+
+def burn_rate_alert(slo: SLO, alert: BurnAlert) -> dict[str, Any]:
+    """``SLOBurnRate``: one of the SLO's own single-window burn-rate conditions (obsbox.slo.burnalerts)."""
+    window = duration(seconds(alert.window))
+    rule: dict[str, Any] = {
+        "alert": conventions.SLO_BURN_RATE_ALERT,
+        "expr": alert.expr(slo.recorded(conventions.SLI_ERROR_RATIO.format(window=window)), num(slo.error_budget)),
+    }
+    if alert.hold:
+        rule["for"] = alert.hold
+    rule["labels"] = {
+        "severity": alert.severity,
+        "slo": slo.name,
+        "service": slo.service or "",
+        "window": window,
+        "condition": alert.label,
+        **slo.labels,
+    }
+    rule["annotations"] = _annotations(
+        f"{slo.name} ({slo.service}): {alert.describe()}",
+        f"{slo.description.strip()} The condition {alert.label} holds: the error ratio over the last {window}, "
+        f"over the error budget of {num(slo.error_budget * 100)}% ({num(slo.objective * 100)}% over "
+        f"{slo.period_text}), is {alert.describe()}.",
+        slo.runbook,
+        slo.runbook_url,
+        policies.dashboard_link(slo, window),
+    )
+    return rule
 
 
 def no_data_alert(slo: SLO) -> dict[str, Any]:
@@ -174,7 +248,7 @@ def policy_alert(slo: SLO, step: PolicyStep) -> dict[str, Any]:
             policies.description(slo, step),
             slo.runbook,
             slo.runbook_url,
-            policies.dashboard_link(slo, slo.window),
+            policies.dashboard_link(slo, slo.nominal_window),
         ),
     }
 

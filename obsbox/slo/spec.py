@@ -10,6 +10,9 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
       - name: ReplyLatency
         objective: 0.95               # a ratio in (0, 1)
         window: 30d                   # the rolling period, 1d to 90d; 30d by default
+        # window: 1M                  # with calendar: a calendar period (1d, 1w, 1M, 1Q, 1Y; obsbox.slo.periods)
+        # calendar: {start: "2024-01-01 00:00:00", time_zone: UTC}
+        # timeslices: {window: 1m, target: 0.95}  # count bad minutes, not events (obsbox.slo.timeslices)
         sli:
           kind: latency               # good = _bucket{le=THRESHOLD}, total = _count
           metric: gateway_reply_latency_seconds
@@ -24,6 +27,9 @@ A spec file lists SLOs; each names its service, objective, period (``window``), 
           stages: {network: 20ms, context_serialization: 100ms, prefill: 170ms}
           slack: 10ms                 # with the stages, adds up to the threshold
         # policy: []                  # this SLO's own policy, replacing the one above ([]: none)
+        # alerts: [{severity: ticket, op: gt, threshold: 2, window: 1d, after: 30m}]  # obsbox.slo.burnalerts
+        # objective_of: Reply         # one of several objectives on one SLI (an OpenSLO SLO's): these
+        #                             # SLOs may count the same series, each alerting on its own objective
       - name: Availability
         objective: 0.99
         sli:
@@ -54,7 +60,9 @@ from obsbox.durations import format_duration, parse_duration
 from obsbox.logrules import STAGE_BUCKETS, Rule, load_rules
 from obsbox.slo import policies
 from obsbox.slo.budgets import Budgets
+from obsbox.slo.burnalerts import BurnAlert
 from obsbox.slo.matching import common_series
+from obsbox.slo.periods import Calendar
 from obsbox.slo.policies import DEFAULT_DASHBOARD_URL, PolicyStep
 from obsbox.slo.selectors import (
     LABEL_NAME,
@@ -66,6 +74,7 @@ from obsbox.slo.selectors import (
     parse_matcher,
     parse_selector,
 )
+from obsbox.slo.timeslices import Timeslices
 
 
 def _shipped(name: str) -> Path:
@@ -87,7 +96,7 @@ BASE_PERIOD = "30d"  # conventions.BURN_THRESHOLDS are the SRE Workbook's window
 WORKBOOK_PERIODS = ("28d", BASE_PERIOD)  # these keep the workbook's windows (Sloth's google-28d/-30d windows)
 PERIOD_RANGE = ("1d", "90d")  # the rolling periods obsbox builds alerts for
 SHORTEST_WINDOW = "5m"  # the rate obsbox records; a scaled alert window is never shorter
-RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window"}
+RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window", "window", "condition"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket")  # what a counter's name ends in
 Problem = tuple[KeyPath, str]
@@ -124,6 +133,11 @@ class BurnCondition:
 
 def period_problem(window: str) -> str | None:
     """Why ``window`` is not a rolling period obsbox builds alerts for, or None."""
+    if window[-1:] in ("M", "Q", "Y"):
+        return (
+            f"{window}: a rolling period of months, quarters or years varies in length; write days for a "
+            "rolling period (30d, 90d), or make it a calendar period (calendar:, OpenSLO's isRolling: false)"
+        )
     low, high = (parse_duration(bound) for bound in PERIOD_RANGE)
     try:
         period = parse_duration(window)
@@ -187,6 +201,8 @@ class SLI:
     off_bucket: Literal["refuse", "nearest", "interpolate"] = "refuse"
     older_names: list[str] = field(default_factory=list)
     counters: list[str] = field(default_factory=list)  # counters named without _total (TGI's exporter)
+    # good/bad/total are gauges (OpenSLO's counter: false): each window reads their mean (avg_over_time)
+    gauges: bool = False
     good: str | None = None
     bad: str | None = None
     total: str | None = None
@@ -202,6 +218,8 @@ class SLI:
             for key in ("good", "bad", "total")
             if getattr(self, key) is not None
         ]
+        if self.gauges:
+            out.append((("gauges",), "belongs to an availability SLI: a latency SLI reads a histogram's counters"))
         if self.metric is None:
             return [*out, ((), "a latency SLI needs 'metric' (the histogram's name, without _bucket)")]
         if self.threshold is None:
@@ -315,10 +333,11 @@ class SLI:
                 continue
             error = _error(parse_selector, text)
             metric = parse_selector(text).metric if error is None else ""
-            if error is None and not metric.endswith(COUNTER_SUFFIXES) and metric not in self.counters:
+            counter = metric.endswith(COUNTER_SUFFIXES) or metric in self.counters
+            if error is None and not self.gauges and not counter:
                 error = (
                     f"{metric} is not a counter (counters end in _total, _count or _bucket; "
-                    "list a counter named otherwise under sli.counters)"
+                    "list a counter named otherwise under sli.counters, or say sli.gauges: true)"
                 )
             if error:
                 out.append(((key,), error))
@@ -373,6 +392,18 @@ class SLI:
         events = parse_selector(counted).where(*filters)
         return events, parse_selector(self.total).where(*filters), self.bad is not None
 
+    def named_selectors(self, filters: Sequence[Matcher] = ()) -> list[tuple[Selector, Selector, bool]]:
+        """``selectors`` under the histogram's name and under each of its ``older_names``: every series
+        the SLI may read."""
+        current = self.selectors(filters)
+        if self.kind != "latency":
+            return [current]
+        older = [
+            (Selector(f"{name}_bucket", current[0].matchers), Selector(f"{name}_count", current[1].matchers), False)
+            for name in self.older_names
+        ]
+        return [current, *older]
+
     def error_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """Errors per second over ``window``, summed over every matching series."""
         total = self.total_rate_expr(window, filters)
@@ -383,7 +414,7 @@ class SLI:
         if self.kind == "latency":
             return f"{total} - ({self._good_rate(window, filters)})"
         events, _, are_errors = self.selectors(filters)
-        counted = f"sum(rate({events}[{window}])) or vector(0)"
+        counted = f"sum({self._over_time}({events}[{window}])) or vector(0)"
         return counted if are_errors else f"{total} - ({counted})"
 
     def total_rate_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
@@ -392,7 +423,13 @@ class SLI:
             return f"histogram_count({self._sum_rate('', window, filters)})"
         if self.kind == "latency":
             return self._sum_rate("_count", window, filters)
-        return f"sum(rate({self.selectors(filters)[1]}[{window}]))"
+        return f"sum({self._over_time}({self.selectors(filters)[1]}[{window}]))"
+
+    @property
+    def _over_time(self) -> str:
+        """How a ratio SLI's series are read over a window: counters' per-second rate, or gauges' mean
+        (their ratio over a window is then the ratio of the means, as OpenSLO's counter: false reads)."""
+        return "avg_over_time" if self.gauges else "rate"
 
     def error_ratio_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """The share of events over ``window`` that are errors (NaN when there were none)."""
@@ -414,6 +451,12 @@ class SLO:
     budgets: Budgets | None = None  # a latency SLO's threshold split among its stages (budgets.py)
     policy: list[PolicyStep] | None = None  # None: the spec's (obsbox.slo.policies)
     dashboard_url: str | None = None  # Grafana's base URL for the alerts' dashboard links
+    calendar: Calendar | None = None  # the window is a calendar period (1M, 1Q, 1w) from calendar.start
+    timeslices: Timeslices | None = None  # budget slices of time, not events (obsbox.slo.timeslices)
+    # one of several objectives on one SLI (an OpenSLO SLO's objectives, each its own obsbox SLO with its
+    # own alerts, as Nobl9 alerts per objective): SLOs of one objective_of may count the same series
+    objective_of: str | None = None
+    alerts: list[BurnAlert] = field(default_factory=list)  # single-window conditions (obsbox.slo.burnalerts)
 
     def inherit(self, spec: SpecFile) -> None:
         """Take the spec-wide settings this SLO does not set itself."""
@@ -444,20 +487,36 @@ class SLO:
     def identity(self) -> tuple[Matcher, ...]:
         return (Matcher("service", "=", self.service or ""), Matcher("slo", "=", self.name))
 
+    @property
+    def nominal_window(self) -> str:
+        """The rolling length the alert windows scale with: the window, or a calendar period's nominal
+        length (1M: 30d)."""
+        return self.window if self.calendar is None else self.calendar.nominal(self.window)
+
+    @property
+    def period_text(self) -> str:
+        """The period in words: 30d, or 1 calendar month from 2024-01-01 00:00:00 UTC."""
+        return self.window if self.calendar is None else self.calendar.describe(self.window)
+
     def burn_conditions(self) -> list[BurnCondition]:
         """The SRE Workbook's four conditions for this SLO's period (:func:`burn_conditions`)."""
-        return burn_conditions(self.window)
+        return burn_conditions(self.nominal_window)
 
     def shared_series(self, other: SLO) -> Selector | None:
         """A series this SLO's SLI and ``other``'s both count, and count alike (both as errors, or both as
         good events), for the same service: the two would alert twice on one fault. None when there is none."""
         if self.service != other.service or self.sli.kind != other.sli.kind:
             return None
-        mine, theirs = self.sli.selectors(self.matchers), other.sli.selectors(other.matchers)
-        if mine[2] != theirs[2]:
-            return None
-        events, total = common_series(mine[0], theirs[0]), common_series(mine[1], theirs[1])
-        return events if total is not None else None
+        if self.objective_of is not None and self.objective_of == other.objective_of:
+            return None  # objectives of one SLO: one SLI by design
+        for mine in self.sli.named_selectors(self.matchers):
+            for theirs in other.sli.named_selectors(other.matchers):
+                if mine[2] != theirs[2]:
+                    continue
+                events, total = common_series(mine[0], theirs[0]), common_series(mine[1], theirs[1])
+                if events is not None and total is not None:
+                    return events
+        return None
 
     def overlap_problem(self, others: Sequence[tuple[str, SLO]]) -> str | None:
         """Why this SLO may not sit beside ``others`` (each with where it is), or None."""
@@ -476,9 +535,16 @@ class SLO:
             out.append((("name",), f"{self.name!r}: use letters, digits, '_' and '-', starting with a letter"))
         if self.service is None:
             out.append(((), "missing required key 'service' (or set 'service' at the top of the file)"))
-        if (error := period_problem(self.window)) is not None:
-            out.append((("window",), error))
+        if self.calendar is not None:
+            period = self.calendar.problems(self.window)
+        elif (error := period_problem(self.window)) is not None:
+            period = [(("window",), error)]
         else:
+            period = []
+        out += period
+        if self.timeslices is not None:
+            out += [(("timeslices", *key), message) for key, message in self.timeslices.problems()]
+        if not period:
             out += self._objective_problems()  # the fastest alert's factor depends on the period
         if not self.runbook.strip():
             out.append((("runbook",), "must say what to do when the SLO burns"))
@@ -496,6 +562,12 @@ class SLO:
                 for key, message in self.budgets.problems(self.sli.kind, self.sli.threshold)
             ]
         out += policies.problems(self.policy or [], RESERVED_LABELS) + policies.url_problems(self.dashboard_url)
+        if not period:
+            out += [
+                (("alerts", i, *key), message)
+                for i, alert in enumerate(self.alerts)
+                for key, message in alert.problems(self.nominal_window)
+            ]
         return out + [(("sli", *key), message) for key, message in self.sli.problems(histograms)]
 
     def _objective_problems(self) -> list[Problem]:

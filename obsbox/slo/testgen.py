@@ -23,6 +23,7 @@ from typing import Any
 
 from obsbox import conventions
 from obsbox.durations import parse_duration as seconds
+from obsbox.slo import slicetests
 from obsbox.slo.budgets import without_stage_data
 from obsbox.slo.matching import BAD_VALUES, GOOD_VALUES, label_set, negated
 from obsbox.slo.policies import dashboard_link
@@ -81,15 +82,29 @@ def values(increments: Sequence[float]) -> str:
     return " ".join(terms)
 
 
-def per_minute(schedule: Sequence[Segment], budget: float) -> tuple[list[float], list[float]]:
-    """(errors, events) in each minute the series exist."""
+def levels(samples: Sequence[float]) -> str:
+    """A gauge at ``samples[i]`` at minute i+1, none at minute 0, in promtool's notation: a window's mean
+    then reads the same minutes a counter's increase does."""
+    terms = ["_"]
+    for value, run in itertools.groupby(samples):
+        count = len(list(run))
+        terms.append(f"{num(round(value, 6))}+0x{count - 1}" if count > 1 else num(round(value, 6)))
+    return " ".join(terms)
+
+
+def per_minute(schedule: Sequence[Segment], budget: float, slices: int = 0) -> tuple[list[float], list[float]]:
+    """(errors, events) in each minute the series exist; ``slices``: the minutes of a time-slice SLO's
+    slices (obsbox.slo.slicetests)."""
+    for segment in schedule:
+        if segment.present and not 0 <= segment.burn * budget <= 1:
+            raise UntestableError(f"a burn of {num(segment.burn)} needs an error ratio of {num(segment.burn * budget)}")
+    if slices:
+        return slicetests.per_minute(schedule, budget, slices)
     errors: list[float] = []
     events: list[float] = []
     for segment in schedule:
         if segment.present:
             ratio = segment.burn * budget
-            if not 0 <= ratio <= 1:
-                raise UntestableError(f"a burn of {num(segment.burn)} needs an error ratio of {num(ratio)}")
             errors += [PER_MINUTE * ratio] * segment.minutes
             events += [PER_MINUTE] * segment.minutes
     return errors, events
@@ -110,13 +125,18 @@ def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition
     Each window is averaged as it is, one minute shorter (a range's first sample starts it) and, when
     it is summed from the recorded 5m rates, one step longer; all must agree, clear of the factor."""
     out = []
-    minutes = per_minute(schedule, slo.error_budget)
+    length = slice_minutes(slo)
+    minutes = per_minute(schedule, slo.error_budget, length)
+    values = slicetests.slice_values(schedule, slo.error_budget, length, at) if length else {}
     for condition in slo.burn_conditions():
         states = []
         for window in (condition.long_window, condition.short_window):
             width = int(seconds(window) // 60)
-            widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
-            burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
+            if length:  # the mean of the slices, with and without the one at the window's start
+                burns = [slicetests.burn_over(values, slo.error_budget, at, width, c) for c in (True, False)]
+            else:
+                widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
+                burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
             seen = {b is not None and b >= condition.factor for b in burns}
             if len(seen) > 1 or any(b is not None and abs(b / condition.factor - 1) <= MARGIN for b in burns):
                 return None
@@ -126,18 +146,25 @@ def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition
     return out
 
 
-def no_data(schedule: Sequence[Segment], at: int) -> bool:
-    """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (two samples in 5m) has been absent
-    at every evaluation since ``NO_DATA_FOR`` ago."""
+def slice_minutes(slo: SLO) -> int:
+    """A time-slice SLO's slice in minutes (its rules' evaluation interval); 0 for other SLOs."""
+    return int(seconds(slo.timeslices.window) // 60) if slo.timeslices is not None else 0
+
+
+def no_data(schedule: Sequence[Segment], at: int, step: int = STEP, needs: int = 2) -> bool:
+    """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (``needs`` samples in 5m: two for a
+    counter's rate, one for a gauge's mean) has been absent at every evaluation (every ``step`` minutes)
+    since ``NO_DATA_FOR`` ago."""
     last = sum(s.minutes for s in schedule if s.present)  # samples at minutes 0..last
 
     def absent(t: int) -> bool:
-        return len([m for m in range(t - 4, t + 1) if 0 <= m <= last]) < 2
+        first = t - 4 if needs > 1 else t - 5  # a 5m range includes its start: a gauge's last sample counts 5m on
+        return len([m for m in range(first, t + 1) if 0 <= m <= last]) < needs
 
     hold = int(seconds(NO_DATA_FOR) // 60)
     since = at
-    while since - STEP >= 0 and absent(since - STEP):
-        since -= STEP
+    while since - step >= 0 and absent(since - step):
+        since -= step
     return absent(at) and at - since >= hold
 
 
@@ -185,7 +212,7 @@ def cases(slo: SLO) -> list[Case]:
 def series(slo: SLO, schedule: Sequence[Segment]) -> list[dict[str, str]]:
     """Input series the SLI reads as the schedule's error ratio and, outside each filter, a target whose
     requests all fail and one whose requests all succeed, which the SLI must not count either way."""
-    errors, events = per_minute(schedule, slo.error_budget)
+    errors, events = per_minute(schedule, slo.error_budget, slice_minutes(slo))
     filters = slo.matchers
     out = _place(slo, _target(filters, "test"), errors, events)
     for skipped in filters:
@@ -209,14 +236,15 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
         return _histogram(slo, _labels(where), good, events)
     counted, total, are_errors = slo.sli.selectors()
     numerator, rest = (errors, good) if are_errors else (good, errors)
+    gauge = slo.sli.gauges
     if counted.metric != total.metric:
         return [
-            _series(counted.metric, _labels([*where, *counted.matchers], are_errors), numerator),
-            _series(total.metric, _labels([*where, *total.matchers]), events),
+            _series(counted.metric, _labels([*where, *counted.matchers], are_errors), numerator, gauge),
+            _series(total.metric, _labels([*where, *total.matchers]), events, gauge),
         ]
     inside = _labels([*where, *total.matchers, *counted.matchers], are_errors)
     outside = _complement([*where, *total.matchers], counted, not are_errors)
-    return [_series(total.metric, inside, numerator), _series(total.metric, outside, rest)]
+    return [_series(total.metric, inside, numerator, gauge), _series(total.metric, outside, rest, gauge)]
 
 
 def _labels(matchers: Sequence[Matcher], failing: bool = False) -> dict[str, str]:
@@ -264,10 +292,11 @@ def _histogram(slo: SLO, labels: dict[str, str], good: list[float], events: list
     return [*out, _series(f"{name}_count", labels, events)]
 
 
-def _series(metric: str, labels: dict[str, str], increments: Sequence[float]) -> dict[str, str]:
+def _series(metric: str, labels: dict[str, str], increments: Sequence[float], gauge: bool = False) -> dict[str, str]:
+    """A counter rising by ``increments`` each minute, or a gauge at those levels (an SLI's ``gauges``)."""
     return {
         "series": str(Selector(metric, tuple(Matcher(k, "=", v) for k, v in sorted(labels.items())))),
-        "values": values(increments),
+        "values": levels(increments) if gauge else values(increments),
     }
 
 
@@ -291,7 +320,8 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
         for at in range(STEP, end + 1, STEP):
             fired = firing(slo, case.schedule, at)
             if fired is not None:
-                checks.append((at, fired, no_data(case.schedule, at)))
+                needs = 1 if slo.sli.gauges else 2
+                checks.append((at, fired, no_data(case.schedule, at, slice_minutes(slo) or STEP, needs)))
         if len(checks) < 2 or not case.expect(checks):
             raise UntestableError(f"the {case.name} case cannot show its intent ({case.intent}) at this objective")
         checks = _turns(checks)
@@ -318,7 +348,8 @@ def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
                 ],
             }
         )
-    return {"rule_files": [rules_file], "evaluation_interval": f"{STEP}m", "tests": tests}
+    interval = slice_minutes(slo) or STEP  # a time-slice SLO's group runs once per slice
+    return {"rule_files": [rules_file], "evaluation_interval": f"{interval}m", "tests": tests}
 
 
 def rendered(slo: SLO, rule: Alert, at: int) -> dict[str, str]:

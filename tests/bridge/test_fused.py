@@ -20,8 +20,8 @@ from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import workers
 from obsbox.exporters.bridge.component import Context
 from obsbox.exporters.bridge.fused import FusedPath
-from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.record import Block, Lines, Origin, Record
+from obsbox.exporters.bridge.tally import Tally
 
 CORPUS = Path(__file__).parent / "corpus"
 EXPANDING = {"resourceLogs", "logEvents"}  # lines that become several records: the other test
@@ -132,7 +132,7 @@ def batch(lines: list[bytes], rng: random.Random) -> workers.Packed:
 
 
 def worker_of(tmp_path: Path, pipeline: str, fused: bool) -> workers._Worker:
-    """A worker's processors and encoders for the pipeline, with metrics of its own."""
+    """A worker's processors and encoders for the pipeline, with counts of its own."""
     processors, options = PIPELINES[pipeline]
     sinks = {
         "otlp": {"endpoint": "http://127.0.0.1:4318", "max_request_bytes": 20_000, **options.get("otlp", {})},
@@ -145,7 +145,7 @@ def worker_of(tmp_path: Path, pipeline: str, fused: bool) -> workers._Worker:
         "pipelines": {"logs": {"sources": ["tail"], "processors": processors, "sinks": list(sinks)}},
     }
     config = bridge_config.from_data(data)
-    metrics = BridgeMetrics()
+    metrics = Tally()  # as in a worker process
 
     def context(spec):
         return Context(name=spec.key, metrics=metrics, state_dir=tmp_path)

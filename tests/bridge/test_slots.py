@@ -4,6 +4,7 @@ takes the pipe, and the segments go away with the pool (also after a ``kill -9``
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from obsbox.exporters.bridge import slots
 from obsbox.exporters.bridge.record import Block, Lines, Origin, Record
@@ -79,7 +80,7 @@ def test_slots_are_reused_and_removed_when_the_pool_closes():
     assert pool.take() is first
     names = [first.name, second.name]
     assert all(name.startswith(f"obsbox-{os.getpid()}-") for name in names)
-    assert pool.report() == "shared-memory slots: 2 of 0.00390625 MiB"
+    assert pool.report() == "shared-memory slots: 2 of 0.00390625 MiB at most, 0.0 MiB written"
     pool.close()
     assert not any((slots.SHM_DIR / name).exists() for name in names)
 
@@ -90,17 +91,45 @@ def test_without_shared_memory_there_are_no_slots():
     assert pool.report() == "no shared memory"
 
 
-def test_no_slot_when_shared_memory_has_no_room_for_it(monkeypatch):
-    """A container's /dev/shm is 64 MiB by default; a slot it cannot hold is not made (a write to
-    it would be a SIGBUS), and the batches take the pipes."""
+def test_a_slot_holds_only_the_pages_written_to_it():
+    """Nothing is reserved up front: a slot sized for the largest batch costs /dev/shm only what the
+    batches written to it took, and no process maps it (its pages would count in every RSS)."""
+    pool = slots.Slots(1024 * 1024)
+    try:
+        slot = pool.take()
+        assert slot is not None
+        assert slots.lines_into(pack(records(100, 300)), slot) is not None  # 30 KB of lines
+        held = os.stat(slots.SHM_DIR / slot.name).st_blocks * 512
+        assert 30_000 <= held <= 64 * 1024, held
+        assert slot.used == 30_000 and pool.used() == 30_000
+        assert f"/dev/shm/{slot.name}" not in Path("/proc/self/maps").read_text()
+    finally:
+        pool.close()
 
-    def full(fd: int, offset: int, length: int) -> None:
+
+def test_when_shared_memory_has_no_room_the_batch_and_its_payloads_take_the_pipe(monkeypatch, caplog):
+    """A container's /dev/shm is 64 MiB by default. A write it has no room for fails (ENOSPC), never
+    a SIGBUS as a write to a mapped page would be: the lines and the payloads go through the pipes,
+    and the log says so once."""
+
+    def full(*_args: object) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(slots.os, "posix_fallocate", full)
-    pool = slots.Slots(4096)
-    assert pool.take() is None and not pool.enabled
-    assert not list(slots.SHM_DIR.glob(f"obsbox-{os.getpid()}-*"))
+    pool = slots.Slots(64 * 1024)
+    try:
+        slot = pool.take()
+        assert slot is not None
+        monkeypatch.setattr(slots.os, "pwritev", full)
+        monkeypatch.setattr(slots.os, "pwrite", full)
+        monkeypatch.setattr(slots, "_full_said", set())
+        assert slots.lines_into(pack(records(10, 300)), slot) is None
+        assert slots.lines_into(pack(records(10, 300)), slot) is None
+        payload = os.urandom(20 * 1024)
+        assert slots.put([payload], slot.name) == [payload]
+        said = [r.getMessage() for r in caplog.records if "No space left on device" in r.getMessage()]
+        assert len(said) == 1 and "go through the pipes" in said[0]
+    finally:
+        pool.close()
 
 
 def test_a_discarded_slot_is_removed_and_never_handed_out_again():

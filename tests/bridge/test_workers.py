@@ -19,7 +19,7 @@ import pytest
 from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import slots
-from obsbox.exporters.bridge.runner import Bridge
+from obsbox.exporters.bridge.runner import PART_LINES, Bridge
 from obsbox.exporters.bridge.workers import available_cores
 from obsbox.local.receiver import Receiver
 
@@ -169,9 +169,49 @@ def test_a_batch_cut_by_its_timeout_is_shared_among_the_workers_and_only_its_las
     """Its lines wait for their part, not the whole batch; saving positions after the last part
     acknowledges every part before it, which goes out first."""
     assert first_batch(tmp_path, 3_000) == [(list(range(1_500)), False), (list(range(1_500, 3_000)), True)]
-    # a full batch stays whole (the batches behind it keep the workers busy), and so does a small one
-    assert first_batch(tmp_path, 9_000) == [(list(range(8_000)), True)]
+    # a full batch goes out in parts of at most PART_LINES (a worker's memory follows its part), and
+    # a small one stays whole
+    assert PART_LINES < 8_000 <= 3 * PART_LINES
+    assert first_batch(tmp_path, 9_000) == [
+        (list(range(0, 2_667)), False),
+        (list(range(2_667, 5_334)), False),
+        (list(range(5_334, 8_000)), True),
+    ]
     assert first_batch(tmp_path, 600) == [(list(range(600)), True)]
+
+
+# what a worker has no use for: metrics (it keeps a Tally), YAML, the SDK and protobuf's messages
+# (requests are encoded by obsbox's own wire code), HTTP and TLS (the bridge sends), the config loader
+NOT_IN_A_WORKER = (
+    "prometheus_client",
+    "yaml",
+    "opentelemetry",
+    "google.protobuf",
+    "http.client",
+    "ssl",
+    "importlib.metadata",
+    "obsbox.exporters.bridge.config",
+    "obsbox.exporters.bridge.metrics",
+    "obsbox.exporters.bridge.runner",
+)
+
+
+def test_a_worker_imports_only_what_it_needs(tmp_path):
+    """Each module a worker imports costs every worker its memory (BENCHMARKS.md, "Log bridge
+    scaling with workers"): the modules above stay in the bridge process."""
+    log = tmp_path / "app.log"
+    log.write_bytes(b"")
+    sinks = {"otlp": {"endpoint": "http://127.0.0.1:9"}, "file": {"path": str(tmp_path / "out.jsonl")}}
+    bridge = Bridge(bridge_config.from_data(config(log, tmp_path / "state", sinks, 1)))
+    pool = bridge.pipelines[0].pool
+    assert pool is not None
+    try:  # eval: a builtin, so asking the worker imports nothing of its own
+        modules = pool._executor().submit(eval, "sorted(__import__('sys').modules)").result(60)
+    finally:
+        pool.close()
+        bridge.close()
+    assert "obsbox.exporters.bridge.sinks.otlp" in modules and "obsbox.exporters.bridge.processors.redact" in modules
+    assert [name for name in modules if any(name == m or name.startswith(m + ".") for m in NOT_IN_A_WORKER)] == []
 
 
 BLOCKED_FEEDER = """

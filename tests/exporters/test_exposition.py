@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.parser import text_string_to_metric_families as text_families
 
@@ -80,3 +81,30 @@ def test_openmetrics_exemplars_carry_the_request_trace_ids(demo_gateway):
         assert exemplars[name] <= traces, f"{name} has exemplars of traces we did not make"
     plain = client.get("/metrics").text  # without the Accept header: Prometheus text, no exemplars
     assert "trace_id" not in plain
+
+
+def test_observe_counts_as_prometheus_client_counts():
+    """GatewayMetrics.observe adds to a child's values itself when no exemplar is due: the samples
+    are those prometheus-client's own observe gives, bounds, +Inf and NaN included."""
+    from obsbox.exporters.instrumentation.gateway_metrics import GatewayMetrics  # noqa: PLC0415
+
+    ours, theirs = GatewayMetrics(CollectorRegistry()), GatewayMetrics(CollectorRegistry())
+    amounts = [0.0, 0.05, 0.1, 0.1000001, 0.3, 1.0, 2.5, 5.0, 7.0, -1.0, float("inf"), float("nan")]
+    for amount in amounts:
+        ours.observe(ours.request_duration, ("/r", "m", "200", "p"), amount, {"trace_id": "ab" * 16})
+        ours.observe(ours.decode_warmup, (), amount, None)
+        theirs.request_duration.labels("/r", "m", "200", "p").observe(amount)  # prometheus-client's own
+        theirs.decode_warmup.observe(amount)
+
+    def samples(m: GatewayMetrics) -> list[tuple[str, dict[str, str], float]]:
+        return [
+            (s.name, s.labels, s.value)
+            for family in m.registry.collect()
+            if family.name in (conventions.REQUEST_DURATION, conventions.DECODE_WARMUP)
+            for s in family.samples
+            if s.name.endswith(("_bucket", "_count"))
+        ]
+
+    assert samples(ours) == samples(theirs) and len(samples(ours)) == (6 + 2) + (8 + 2)  # buckets, +Inf, count
+    exposition = generate_latest(ours.registry).decode()
+    assert 'trace_id="' + "ab" * 16 in exposition  # an exemplar is kept when its bucket is due for one

@@ -332,10 +332,10 @@ def test_workers_beyond_what_memory_holds_are_lowered_with_one_line(caplog):
     slot = 8 * 1024**2  # twice the default batch of 4 MiB
     budget = workers.MemoryBudget(1024**3)
     with caplog.at_level(logging.WARNING, logger=workers.__name__):
-        assert budget.workers(1000, slot, "logs") == 10  # 1 GiB / (80 MiB + 2 x 8 MiB)
+        assert budget.workers(1000, slot, "logs") == 16  # 1 GiB / (48 MiB + 2 x 8 MiB)
         assert budget.workers(2, slot, "audit") == 0  # what is left is less than one worker
     first, second = (record.getMessage() for record in caplog.records)
-    assert first.startswith("pipeline logs: 10 workers instead of 1000: each takes about 96 MiB"), first
+    assert first.startswith("pipeline logs: 16 workers instead of 1000: each takes about 64 MiB"), first
     assert "1024 MiB are available" in first
     assert "pipeline audit: 0 workers instead of 2" in second and "runs without workers" in second
     assert workers.MemoryBudget(None).workers(1000, slot, "logs") == 1000  # memory unknown: no cap
@@ -373,5 +373,5 @@ def test_the_cli_asked_for_1000_workers_lowers_them_to_what_this_hosts_memory_ho
     result = obsbox_bridge(tmp_path, "--config", str(config), "--once")
     assert result.returncode == 0, result.stderr
     (warning,) = [line for line in result.stderr.splitlines() if "instead of 1000" in line]
-    assert "each takes about 4176 MiB" in warning and "MiB are available" in warning, warning
+    assert "each takes about 4144 MiB" in warning and "MiB are available" in warning, warning
     Ledger("config").check(lines_of(out)).assert_delivered()

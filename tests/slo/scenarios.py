@@ -81,9 +81,10 @@ def per_minute(schedule: Sequence[Segment], budget: float) -> tuple[list[float],
     return errors, events
 
 
-def series(slo: SLO, schedule: Sequence[Segment]) -> list[dict[str, str]]:
-    """Input series that make ``slo`` see the schedule's error ratio, plus decoys its selectors must skip."""
-    errors, events = per_minute(schedule, slo.error_budget)
+def series(slo: SLO, schedule: Sequence[Segment], step: int = 1) -> list[dict[str, str]]:
+    """Input series that make ``slo`` see the schedule's error ratio, plus decoys its selectors must skip;
+    a sample every ``step`` minutes."""
+    errors, events = (_every(counts, step) for counts in per_minute(schedule, slo.error_budget))
     good = [e - b for e, b in zip(events, errors, strict=True)]
     base, decoys = {}, []
     for matcher in slo.matchers:
@@ -116,6 +117,11 @@ def series(slo: SLO, schedule: Sequence[Segment]) -> list[dict[str, str]]:
     out += [_series(metric, {**base, **labels}, [e / len(bad_sets) for e in errors]) for labels in bad_sets]
     # Failures outside the filters, which must not count.
     return out + [_series(metric, {**decoy, **bad_sets[0]}, events) for decoy in decoys]
+
+
+def _every(increments: Sequence[float], step: int) -> list[float]:
+    """Per-minute increments as increments every ``step`` minutes."""
+    return [sum(increments[i : i + step]) for i in range(0, len(increments), step)]
 
 
 def _series(metric: str, labels: dict[str, str], increments: Sequence[float]) -> dict[str, str]:
@@ -188,13 +194,21 @@ def alert_rule(rules: dict[str, Any], slo: SLO, condition) -> dict[str, Any]:
 
 
 def burn_test(
-    name: str, rules: dict[str, Any], slos: Sequence[SLO], schedule: Sequence[Segment], at: Sequence[int]
+    name: str,
+    rules: dict[str, Any],
+    slos: Sequence[SLO],
+    schedule: Sequence[Segment],
+    at: Sequence[int],
+    *,
+    step: int = 1,
 ) -> dict[str, Any]:
-    """A promtool test group: every SLO fed the schedule, the burn alerts checked at each minute of ``at``."""
+    """A promtool test group: every SLO fed the schedule (a sample every ``step`` minutes, which must
+    divide every segment), the burn alerts checked at each minute of ``at``."""
+    assert all(segment.minutes % step == 0 for segment in schedule)
     return {
         "name": name,
-        "interval": "1m",
-        "input_series": [s for slo in slos for s in series(slo, schedule)],
+        "interval": f"{step}m",
+        "input_series": [s for slo in slos for s in series(slo, schedule, step)],
         "alert_rule_test": [
             {
                 "eval_time": f"{t}m",

@@ -5,6 +5,7 @@ names their sources)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -46,10 +47,14 @@ def schema() -> jsonschema.Draft7Validator:
 
 def schema_form(document: dict[str, Any]) -> dict[str, Any]:
     """An SLO's alertPolicies as the v1 JSON schema writes them (names): the schema predates the spec
-    text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes."""
+    text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes. It also predates the
+    spec text's ``RatioTimeslices``, so such an SLO is checked as an Occurrences one (the rest of it,
+    timeSliceWindow included, is checked as written)."""
     out = copy.deepcopy(document)
     if out["kind"] == "SLO":
         out["spec"]["alertPolicies"] = [ref["alertPolicyRef"] for ref in out["spec"].get("alertPolicies", [])]
+        if out["spec"]["budgetingMethod"] == "RatioTimeslices":
+            out["spec"]["budgetingMethod"] = "Occurrences"
     return out
 
 
@@ -142,18 +147,23 @@ SLI_OBJECTIVE = {
 EXAMPLES = {
     # OpenSLO/OpenSLO examples/ (README: "Examples")
     ("openslo-examples/occurences-slo.yaml", "SLO search-slo"): "metricSource.type: Any: obsbox builds Prometheus",
-    ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "budgetingMethod: RatioTimeslices",
-    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
-    ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "budgetingMethod: Timeslices",
+    # Their budgeting and windows import (test_the_examples_budgeting_imports_with_a_prometheus_source)
+    ("openslo-examples/ratio-timeslices.yaml", "SLO main-page"): "good.metricSource.type: Any: obsbox builds",
+    # its two objectives import as two SLOs (test_each_objective_is_an_slo_of_its_own), but its window is
+    # 1m (minutes) where its comment says a month
+    ("openslo-examples/timeslices-slo.yaml", "SLO service-availability"): "duration: '1m' is not a calendar period",
+    ("openslo-examples/low-traffic-timeslices-slo.yaml", "SLO service-availability"): "type: Any: obsbox builds",
     # OpenSLO/go-sdk pkg/openslo/v1/examples
-    ("go-sdk/slos.yaml", "SLO web-availability"): "budgetingMethod: Timeslices",
+    ("go-sdk/slos.yaml", "SLO web-availability"): "imports",  # Timeslices over calendar weeks in New York
     ("go-sdk/slis.yaml", "SLI search-availability"): "good.metricSource.type: Datadog: obsbox builds Prometheus",
-    ("go-sdk/slis.yaml", "SLI end-user-response"): "ratioMetric.counter: false (gauges)",
-    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio",
+    # gauges (counter: false) are read (test_a_gauge_ratio_sli_reads_the_means); this one is AppDynamics
+    ("go-sdk/slis.yaml", "SLI end-user-response"): "bad.metricSource.type: AppDynamics: obsbox builds Prometheus",
+    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio (rawType success)",
     ("go-sdk/slis.yaml", "SLI annotator-throughput"): "'sum(min_over_time(kafka_consumergroup_lag",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "page burnrate gt 2 over 1h alertAfter 5m is not",
-    ("go-sdk/alert_policies.yaml", "AlertPolicy medium-priority"): "page burnrate lte 2 over 1h alertAfter 5m is not",
+    # single-window conditions: SLOBurnRate alerts (test_single_window_conditions_become_alerts_of_their_own)
+    ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "imports",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "imports",
+    ("go-sdk/alert_policies.yaml", "AlertPolicy medium-priority"): "imports",
     # OpenSLO/OpenSLO schema-test/spec-files/v1: the files its schema test expects to be valid
     **{
         ("schema-test/" + name, "SLI great-sli"): outcome
@@ -175,17 +185,18 @@ EXAMPLES = {
     **{
         ("schema-test/" + name, "SLO test-slo"): outcome
         for name, outcome in {
-            "slo-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-no-indicatorref-calendar-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
-            "slo-no-indicatorref-calendar-no-alerts.yaml": "timeWindow[0]: a calendar-aligned window",
+            "slo-indicatorref-calendar-alerts.yaml": "alertPolicies[0]: no AlertPolicy named 'foo-alert-policy'",
+            "slo-indicatorref-calendar-no-alerts.yaml": "imports",  # calendar days from 12:30 in New York
+            "slo-no-indicatorref-calendar-alerts.yaml": "good.metricSource.type: Datadog: obsbox builds",
+            "slo-no-indicatorref-calendar-no-alerts.yaml": "good.metricSource.type: Datadog: obsbox builds",
             "slo-indicatorref-rolling-alerts.yaml": "alertPolicies[0]: no AlertPolicy named 'foo-alert-policy'",
             "slo-indicatorref-rolling-no-alerts.yaml": "imports",  # a 1d period
-            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
-            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: months, quarters and years",
+            "slo-no-indicatorref-rolling-alerts.yaml": "timeWindow[0].duration: 1M: a rolling period of months",
+            "slo-no-indicatorref-rolling-no-alerts.yaml": "timeWindow[0].duration: 1M: a rolling period of months",
         }.items()
     },
-    ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "page burnrate None 2 over 1h",
+    ("schema-test/alert-policy-inline-cond.yaml", "AlertPolicy alert-policy"): "condition.op: None: a burnrate "
+    "condition needs op (lte, lt, gte or gt); it has no default",
 }
 
 
@@ -250,7 +261,7 @@ def test_a_prometheus_example_sli_becomes_an_availability_sli(tmp_path: Path):
         ("2w", "14d"),  # the OpenSLO example occurences-slo.yaml's period
         ("4w", "28d"),
         ("1d", "1d"),
-        ("1M", "spec.timeWindow[0].duration: 1M: months, quarters and years vary in length"),
+        ("1M", "spec.timeWindow[0].duration: 1M: a rolling period of months, quarters or years varies in length"),
         ("2h", "spec.timeWindow[0].duration: '2h' is not an SLO period obsbox supports: a rolling period from 1d"),
     ],
 )
@@ -298,7 +309,7 @@ def test_the_commands(tmp_path: Path, capsys):
     capsys.readouterr()
     assert main(["slo", "import-openslo", str(OPENSLO / "openslo-examples" / "timeslices-slo.yaml")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "timeslices-slo.yaml:32: SLO service-availability: spec.budgetingMethod: Timeslices" in line
+    assert "timeslices-slo.yaml:27: SLO service-availability: spec.timeWindow[0].duration: '1m' is not a" in line
 
 
 def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
@@ -308,3 +319,123 @@ def test_an_slo_without_a_runbook_gets_a_placeholder_and_a_note(tmp_path: Path):
     assert imported.notes == [
         f"{tmp_path / 'probe.yaml'}: SLO probe has no runbook (annotation obsbox.dev/runbook); write one"
     ]
+
+
+@pytest.mark.parametrize(
+    ("file", "expected"),
+    [
+        ("ratio-timeslices.yaml", ("14d", None, {"window": "1m", "target": None, "op": "gte"})),
+        (
+            "low-traffic-timeslices-slo.yaml",
+            (
+                "1w",
+                {"start": "2022-01-01 12:00:00", "time_zone": "America/New_York"},
+                {"window": "1m", "target": 0.95, "op": "gt"},
+            ),
+        ),
+    ],
+)
+def test_the_examples_budgeting_imports_with_a_prometheus_source(file: str, expected: tuple[Any, ...], tmp_path: Path):
+    """The project's budgeting examples, their placeholder ``type: Any`` sources made Prometheus counters:
+    RatioTimeslices over a rolling 2w, and Timeslices over calendar weeks in New York."""
+    (slo,) = openslo.load([prometheus_example(file, tmp_path)]).slos
+    window, calendar, slices = expected
+    assert slo.window == window
+    assert (slo.calendar and dataclasses.asdict(slo.calendar)) == calendar
+    assert dataclasses.asdict(slo.timeslices) == slices
+    assert slo.burn_conditions()[0].long_window == ("1h" if window == "14d" else "14m").replace("1h", "28m")
+
+
+def prometheus_example(file: str, tmp_path: Path, fixes: dict[str, str] | None = None) -> Path:
+    """A project example with its placeholder ``type: Any`` sources made Prometheus counters (and ``fixes``)."""
+    text = (OPENSLO / "openslo-examples" / file).read_text().replace("type: Any", "type: Prometheus")
+    for old, new in (fixes or {}).items():
+        text = text.replace(old, new)
+    queries = iter(['probe_requests_total{code="200"}', "probe_requests_total"])
+    path = tmp_path / file
+    path.write_text(re.sub(r"query: Any", lambda _: f"query: '{next(queries)}'", text))
+    return path
+
+
+def test_each_objective_is_an_slo_of_its_own(tmp_path: Path):
+    """timeslices-slo.yaml's two objectives (its window a month, as its comment says) are two SLOs on one
+    SLI, each with its own rule group and alerts; the export writes one objective per SLO and reads back."""
+    path = prometheus_example("timeslices-slo.yaml", tmp_path, {"duration: 1m": "duration: 1M"})
+    slos = openslo.load([path]).slos
+    assert [(s.name, s.objective, s.objective_of, s.timeslices and s.timeslices.op) for s in slos] == [
+        ("service-availability-internal-objective", 0.995, "service-availability", "gt"),
+        ("service-availability-sla", 0.99, "service-availability", "gte"),
+    ]
+    groups = [g["name"] for g in rules(slos)["groups"]]
+    assert groups[:2] == ["obsbox-slo-service-availability-internal-objective", "obsbox-slo-service-availability-sla"]
+    exported = openslo.export(slos)
+    assert [len(d["spec"]["objectives"]) for d in exported if d["kind"] == "SLO"] == [1, 1]
+    (tmp_path / "out.yaml").write_text(openslo.dumps(exported))
+    assert openslo.load([tmp_path / "out.yaml"]).slos == slos
+    apart = [dataclasses.replace(s, objective_of=None) for s in slos]  # two SLOs on one SLI otherwise alert twice
+    with pytest.raises(ConfigError, match="counts the same series as SLO service-availability-internal"):
+        rules(apart)
+
+
+def test_calendar_windows_are_refused_in_one_line_when_obsbox_cannot_build_them(tmp_path: Path):
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+    for window, refusal in {
+        "{duration: 1m, calendar: {startTime: 2022-01-01 12:00:00, timeZone: Etc/UTC}}": "'1m' is not a calendar "
+        "period: a whole number of d, w, M, Q or Y (1M, 1Q, 2w) (m is minutes; M is months)",
+        "{duration: 1M, calendar: {startTime: 2022-01-31 00:00:00, timeZone: Etc/UTC}}": "calendar.startTime: day 31",
+        "{duration: 1M, calendar: {startTime: 2022-01-01 00:00:00, timeZone: Mars/Olympus}}": "calendar.timeZone: "
+        "'Mars/Olympus' is not an IANA time zone",
+        "{duration: 2Y, isRolling: false, calendar: {startTime: 2022-01-01 00:00:00, timeZone: Etc/UTC}}": "'2Y' is "
+        "longer than a year",
+        "{duration: 1M, isRolling: false}": "a calendar-aligned window (isRolling: false) needs calendar",
+    }.items():
+        reference = f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}\n  timeWindow: [{window}]"
+        with pytest.raises(ConfigError) as refused:
+            openslo.load([sli, probe(tmp_path, reference)])
+        assert "SLO probe: spec.timeWindow[0]" in str(refused.value) and refusal in str(refused.value), window
+
+
+def test_single_window_conditions_become_alerts_of_their_own(tmp_path: Path):
+    """The Go SDK's policies (burn rate lte 2, gt 2 over 1h, alertAfter 5m) are SLOBurnRate alerts with
+    for: 5m, labelled for a router, beside the four multi-window ones; the export writes them back."""
+    files = [OPENSLO / "go-sdk" / name for name in ("alert_policies.yaml", "alert_conditions.yaml")]
+    sli = OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml"
+    policies = "alertPolicies: [low-priority, high-priority, medium-priority]"
+    (slo,) = openslo.load(
+        [*files, sli, probe(tmp_path, f"indicatorRef: great-sli\n  objectives: [{{target: 0.99}}]\n  {policies}")]
+    ).slos
+    assert [(a.name, a.op, a.threshold, a.window, a.after) for a in slo.alerts] == [
+        ("cpu-usage-breach", "lte", 2, "1h", "5m"),  # low and medium priority share it: one alert
+        ("memory-usage-breach", "gt", 2, "1h", "5m"),
+    ]
+    built = [r for r in rules([slo])["groups"][0]["rules"] if r.get("alert") == "SLOBurnRate"]
+    assert [(r["expr"], r["for"], r["labels"]["condition"], r["labels"]["severity"]) for r in built] == [
+        ('(slo:sli_error:ratio_rate1h{service="probe",slo="probe"} / 0.01) <= 2', "5m", "cpu-usage-breach", "page"),
+        ('(slo:sli_error:ratio_rate1h{service="probe",slo="probe"} / 0.01) > 2', "5m", "memory-usage-breach", "page"),
+    ]
+    (tmp_path / "out.yaml").write_text(openslo.dumps(openslo.export([slo])))
+    assert openslo.load([tmp_path / "out.yaml"]).slos == [slo]
+    gone = (OPENSLO / "go-sdk" / "alert_conditions.yaml").read_text().replace("      lookbackWindow: 1h\n", "")
+    (tmp_path / "conditions.yaml").write_text(gone)
+    with pytest.raises(ConfigError, match=r"condition\.lookbackWindow: a burnrate condition needs the window"):
+        openslo.load(
+            [
+                files[0],
+                tmp_path / "conditions.yaml",
+                sli,
+                probe(tmp_path, f"indicatorRef: great-sli\n  objectives: [{{target: 0.99}}]\n  {policies}"),
+            ]
+        )
+
+
+def test_a_gauge_ratio_sli_reads_the_means(tmp_path: Path):
+    """A ratioMetric with counter: false becomes gauges: each window's ratio of avg_over_time."""
+    sli = (OPENSLO / "schema-test" / "sli-description-ratio-good-metricsourceref.yaml").read_text()
+    (tmp_path / "sli.yaml").write_text(sli.replace("counter: true", "counter: false"))
+    (slo,) = openslo.load(
+        [tmp_path / "sli.yaml", probe(tmp_path, f"indicatorRef: great-sli\n  {SLI_OBJECTIVE['ratio']}")]
+    ).slos
+    assert slo.sli.gauges and slo.sli.counters == []
+    assert slo.sli.total_rate_expr("1h").startswith("sum(avg_over_time(localhost_server_requests{")
+    (document, *_) = openslo.export([slo])
+    assert document["spec"]["indicator"]["spec"]["ratioMetric"]["counter"] is False

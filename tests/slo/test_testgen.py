@@ -169,3 +169,16 @@ def test_label_sets_follow_prometheus_matching():
     assert label_set(selector.matchers) == {"code": "500", "err": "200", "route": "/a"}
     assert label_set([*selector.matchers, Matcher("route", "=", "/b")]) is None
     assert label_set([Matcher("le", "=~", "1|1.0"), Matcher("le", "!=", "1")]) == {"le": "1.0"}
+
+
+def test_an_slo_on_a_histograms_older_name_overlaps_one_that_reads_it_under_that_name():
+    """A latency SLO with ``older_names`` reads the old histogram too: an SLO on the old name counts the
+    same series (two pages for one fault)."""
+    renamed = GOOD.replace("      threshold:", "      older_names: [old_reply_seconds]\n      threshold:")
+    old = SECOND.format(name="Old", threshold="300ms", filters="[]").replace(
+        "metric: gateway_reply_latency_seconds", "metric: old_reply_seconds\n      buckets: [0.3, 1]"
+    )
+    same = r'slos\[1\]\.sli: counts the same series .* old_reply_seconds_bucket\{le="0.3"\}'
+    with pytest.raises(ConfigError, match=same):
+        slo.loads(renamed + old.lstrip("\n"))
+    assert len(slo.loads(GOOD + old.lstrip("\n"))) == 2  # without the older name, two histograms

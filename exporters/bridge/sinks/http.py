@@ -7,16 +7,19 @@ while http.client keeps the hot path free of extra dependencies and allocations.
 from __future__ import annotations
 
 import base64
-import http.client
 import os
 import re
 import socket
-import ssl
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import SplitResult, unquote, urlsplit
 
 from obsbox.config import FieldError
 from obsbox.exporters.bridge.retry import Attempt, parse_retry_after
+
+if TYPE_CHECKING:
+    import http.client
 
 try:  # ISA-L's deflate (binary wheels on PyPI): at level 1 about 5x zlib's speed, at a better ratio
     from isal.igzip import compress as gzip_compress
@@ -63,6 +66,14 @@ def check_endpoint(url: str, timeout: float, option: str, example: str) -> None:
         raise FieldError("timeout", "must be more than 0 (such as 10s)")
 
 
+def _client() -> ModuleType:
+    """``http.client``, imported on the first connection (it brings ``ssl`` and ``email``): a worker
+    process builds sinks to encode with them, and never connects."""
+    import http.client  # noqa: PLC0415
+
+    return http.client
+
+
 class HttpEndpoint:
     def __init__(self, url: str, timeout: float) -> None:
         parts = http_url(url)
@@ -77,13 +88,15 @@ class HttpEndpoint:
 
     def _connect(self) -> http.client.HTTPConnection:
         if self.conn is None:
+            client = _client()
             conn: http.client.HTTPConnection
             if self.https:
-                conn = http.client.HTTPSConnection(
-                    self.host, self.port, timeout=self.timeout, context=ssl.create_default_context()
-                )
+                import ssl  # noqa: PLC0415 - as http.client
+
+                context = ssl.create_default_context()
+                conn = client.HTTPSConnection(self.host, self.port, timeout=self.timeout, context=context)
             else:
-                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                conn = client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             conn.connect()  # raises OSError when the peer is down: the caller retries
             # small requests must not wait for the peer's delayed ACK (Nagle)
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -97,7 +110,7 @@ class HttpEndpoint:
             conn.request("POST", self.path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
-        except (OSError, http.client.HTTPException):
+        except (OSError, _client().HTTPException):
             self.close()
             raise
         if resp.getheader("Connection", "").lower() == "close":
@@ -146,7 +159,7 @@ def post_attempt(
     """One POST classified for ``with_retry``. ``retryable=None`` means "429 and every 5xx"."""
     try:
         resp = endpoint.post(body, headers)
-    except (OSError, http.client.HTTPException) as exc:
+    except (OSError, _client().HTTPException) as exc:
         return Attempt("retry", f"connection: {type(exc).__name__}: {exc}"), None
     if 200 <= resp.status < 300:
         return Attempt("ok", status=resp.status), resp

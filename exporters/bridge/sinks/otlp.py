@@ -21,11 +21,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from google.protobuf.message import DecodeError
-from google.rpc.status_pb2 import Status
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from obsbox import __version__, logfields, protowire
 from obsbox.exporters.bridge import logfmt
@@ -42,7 +37,6 @@ Request = tuple[bytes, dict[str, str], int, int]  # (body, headers, first record
 LOGS_PATH = "/v1/logs"
 PROTOBUF = re.compile(r"application/(?:x-protobuf|protobuf|octet-stream)")
 SCOPE_NAME = "obsbox.bridge"
-SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
 
 
 @dataclass
@@ -61,10 +55,6 @@ class OtlpConfig:
 
     def __post_init__(self) -> None:
         check_endpoint(self.endpoint, self.timeout, "endpoint", "http://localhost:4318")
-
-
-def string_attr(key: str, value: str) -> KeyValue:
-    return KeyValue(key=key, value=AnyValue(string_value=value))
 
 
 def untimed(rec: Record, observed: bytes) -> bytes:
@@ -157,9 +147,6 @@ class OtlpHttpSink(NetworkSink):
         service, from_file = key
         return {**dict(from_file), **self.resource_attrs, "service.name": service}
 
-    def resource(self, key: ResourceKey) -> Resource:
-        return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(key).items()])
-
     def service_of(self, rec: Record) -> str:
         """The configured service, else the record's own (see ``Record.service``), else unknown."""
         return self.default_service or rec.service() or "unknown_service"
@@ -226,6 +213,10 @@ class OtlpHttpSink(NetworkSink):
     def answer_text(self, response: Response) -> str:
         """OTLP/HTTP answers a failure with a protobuf ``google.rpc.Status``; its ``message`` is what
         was said (Loki's ``push.OTLPError``). A body that is not one is read as text."""
+        # protobuf's messages only here, on a failure: a worker process encodes requests without them
+        from google.protobuf.message import DecodeError  # noqa: PLC0415
+        from google.rpc.status_pb2 import Status  # noqa: PLC0415
+
         if response.body and PROTOBUF.search(response.headers.get("content-type", "")):
             with contextlib.suppress(DecodeError):
                 return Status.FromString(response.body).message
@@ -409,6 +400,10 @@ class OtlpSink(OtlpHttpSink):
 
     def accepted(self, response: Response, records: Sequence[Record]) -> None:
         if response.body and "protobuf" in response.headers.get("content-type", ""):
+            from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: PLC0415 - as answer_text's
+                ExportLogsServiceResponse,
+            )
+
             reply = ExportLogsServiceResponse.FromString(response.body)
             partial = reply.partial_success
             self.rejected(partial.rejected_log_records, partial.error_message, records, response.status)

@@ -24,15 +24,23 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
 
-from obsbox import conventions, logfields
+from obsbox import __version__, conventions, logfields
 from obsbox.exporters.bridge.record import Record
 from obsbox.exporters.bridge.sinks.http import Response
-from obsbox.exporters.bridge.sinks.otlp import SCOPE, OtlpConfig, OtlpHttpSink, ResourceKey, string_attr
+from obsbox.exporters.bridge.sinks.otlp import SCOPE_NAME, OtlpConfig, OtlpHttpSink, ResourceKey
 from obsbox.logfields import lookup, number
 from obsbox.logrules import stage_name
+
+SCOPE = InstrumentationScope(name=SCOPE_NAME, version=__version__)
+
+
+def string_attr(key: str, value: str) -> KeyValue:
+    return KeyValue(key=key, value=AnyValue(string_value=value))
+
 
 DEFAULT_ATTRIBUTES = {
     "http.route": ["Route", "route", "http.route", "Path", "path"],
@@ -81,6 +89,9 @@ class SpansSink(OtlpHttpSink):
             "Records the spans sink could not turn into a span, by reason.",
             ["reason"],
         )
+
+    def resource(self, key: ResourceKey) -> Resource:
+        return Resource(attributes=[string_attr(k, v) for k, v in self.resource_attributes(key).items()])
 
     def _first(self, fields: dict[str, Any], selectors: list[str]) -> Any:
         for selector in selectors:
