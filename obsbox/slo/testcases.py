@@ -95,7 +95,7 @@ def checks(slo: SLO, case: Case) -> list[Check]:
         own = alertchecks.burn_alerts_firing(slo, case.schedule, at, step)
         left = alertchecks.budget_left(slo, case.schedule, at) if slo.policy else []
         holding = {a.label for a in slo.alerts if alertchecks.holds(slo, case.schedule, a, at)}
-        gone = no_data(case.schedule, at, step, 1 if slo.sli.gauges else 2)
+        gone = no_data(case.schedule, at, step, 1 if slo.sli.gauges or slo.sli.raw else 2)  # a gauge's mean: one sample
         policy = alertchecks.steps_firing(slo, left)
         out.append(Check(at, firing(slo, case.schedule, at), gone, own, policy, frozenset(holding)))
     return out

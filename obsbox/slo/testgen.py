@@ -88,6 +88,8 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
     good = [e - b for e, b in zip(events, errors, strict=True)]
     if slo.sli.kind == "latency":
         return _histogram(slo, _labels(where), good, events)
+    if slo.sli.raw is not None:
+        return [_raw(slo, where, errors, events)]
     counted, total, are_errors = slo.sli.selectors()
     numerator, rest = (errors, good) if are_errors else (good, errors)
     gauge = slo.sli.gauges
@@ -99,6 +101,19 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
     inside = _labels([*where, *total.matchers, *counted.matchers], are_errors)
     outside = _complement([*where, *total.matchers], counted, not are_errors)
     return [_series(total.metric, inside, numerator, gauge), _series(total.metric, outside, rest, gauge)]
+
+
+def _raw(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list[float]) -> dict[str, str]:
+    """A precomputed ratio's series: each minute's share of errors (failure) or of good events (success)."""
+    if slo.sli.raw_template:
+        raise UntestableError(
+            f"a raw ratio written as a query ({slo.sli.raw}): the generated series cannot know what it reads"
+        )
+    ratio = slo.sli.selectors()[0]
+    shares = [b / e for b, e in zip(errors, events, strict=True)]
+    if slo.sli.raw_type == "success":
+        shares = [1 - share for share in shares]
+    return _series(ratio.metric, _labels([*where, *ratio.matchers]), shares, gauge=True)
 
 
 def _labels(matchers: Sequence[Matcher], failing: bool = False) -> dict[str, str]:
