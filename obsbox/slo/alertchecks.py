@@ -15,6 +15,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from obsbox import conventions
 from obsbox.durations import parse_duration as seconds
 from obsbox.slo.burnalerts import BurnAlert
 from obsbox.slo.policies import VALUE_PERCENT
@@ -61,7 +62,9 @@ def burn_alerts_firing(slo: SLO, schedule: Sequence[Segment], at: int, step: int
     states = [fires(slo, schedule, alert, at, step) for alert in slo.alerts]
     if None in states:
         return None
-    return [Firing("SLOBurnRate", a.label) for a, state in zip(slo.alerts, states, strict=True) if state]
+    return [
+        Firing(conventions.SLO_BURN_RATE_ALERT, a.label) for a, state in zip(slo.alerts, states, strict=True) if state
+    ]
 
 
 def budget_left(slo: SLO, schedule: Sequence[Segment], at: int) -> list[float]:
