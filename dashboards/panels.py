@@ -175,7 +175,19 @@ def timeseries(
     )
 
 
-def stat(title: str, description: str, queries: Sequence[Query], *, unit: str, thresholds: list[dict]) -> g.Stat:
+def stat(
+    title: str,
+    description: str,
+    queries: Sequence[Query],
+    *,
+    unit: str,
+    thresholds: list[dict],
+    texts: dict[str, str] | None = None,
+) -> g.Stat:
+    """A single value, coloured by ``thresholds``; ``texts`` shows a value as words (``{"0": "missing"}``)."""
+    mappings = [
+        {"type": "value", "options": {v: {"text": t, "index": i} for i, (v, t) in enumerate((texts or {}).items())}}
+    ]
     return g.Stat(
         **_common(title, description, queries, thresholds),
         format=unit,
@@ -183,6 +195,7 @@ def stat(title: str, description: str, queries: Sequence[Query], *, unit: str, t
         colorMode="background",
         graphMode="area",
         noValue="no data",
+        mappings=mappings if texts else [],
     )
 
 

@@ -13,12 +13,14 @@ maps to ``job``), the ``service`` label for metrics derived from logs, ``service
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from obsbox import conventions as c
 from obsbox.durations import parse_duration
 from obsbox.llm.spec import SIGNALS, Signal
 from obsbox.slo.budgets import STAGE_BUDGET, STAGE_OVERSPEND, STAGE_SPEND
+from obsbox.slo.rules import EVENTS_RATE
 
 LANG_DATASOURCE = {"promql": "prometheus", "logql": "loki", "traceql": "tempo"}
 VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)")
@@ -269,11 +271,19 @@ def budget_consumed(selector: str) -> Query:
     return Query(f"1 - {_recorded(c.SLO_BUDGET_REMAINING, selector)}", "budget consumed")
 
 
-def alert_states(selector: str) -> Query:
+def alert_states(selector: str, alertnames: Sequence[str]) -> Query:
+    """Every alert of an SLO, pending or firing, a lane per alert name and severity."""
+    names = "|".join(alertnames)
     return Query(
-        f'max by (severity, alertstate) (ALERTS{{alertname="{c.SLO_ALERT}", {selector}}})',
-        "{{severity}} {{alertstate}}",
+        f'max by (alertname, severity, alertstate) (ALERTS{{alertname=~"{names}", {selector}}})',
+        "{{alertname}} {{severity}} {{alertstate}}",
     )
+
+
+def sli_data(selector: str) -> Query:
+    """1 while the SLO's recorded event rate has a series, 0 while it has none (``SLONoData`` fires
+    once that lasts its ``for``): the rules record it from the SLI's series, so 0 means no data."""
+    return Query(f"count({EVENTS_RATE}{{{selector}}}) or vector(0)", "SLI data")
 
 
 def stage_spend(selector: str) -> Query:

@@ -6,6 +6,7 @@ from obsbox.dashboards import queries as q
 from obsbox.dashboards import slos
 from obsbox.dashboards.queries import Query
 from obsbox.slo.policies import BURN_DASHBOARD, SLO_VARIABLE, describe
+from obsbox.slo.rules import NO_DATA_FOR
 
 BURN_COLORS = ("yellow", "orange", "red", "dark-red")  # for the alert factors, lowest first
 
@@ -59,13 +60,30 @@ for slo in spec:
     )
     grid.add(
         p.state_timeline(
-            "Burn-rate alerts",
-            f"{c.SLO_ALERT} alerts of {slo.name}, pending or firing, by severity. Runbook: {slo.runbook}",
-            [q.alert_states(sel)],
+            "Alerts",
+            f"Every alert of {slo.name}, pending or firing, by name and severity: {c.SLO_ALERT} (the burn-rate "
+            f"windows), {c.SLO_BURN_RATE_ALERT} (its own conditions), {c.SLO_NO_DATA_ALERT} (its SLI has no data, "
+            f"so the burn alerts cannot fire) and its policy's steps. Runbook: {slo.runbook}",
+            [q.alert_states(sel, slos.alert_names(slo))],
             value_text="active",
             color="red",
         ),
+        w=8,
         key=f"{slo.name}/alerts",
+    )
+    grid.add(
+        p.stat(
+            "SLI data",
+            f"Whether the SLI's events reach the rules (their recorded 5m event rate has a series). Missing: "
+            f"the target is not scraped, the metric was renamed or the filters select nothing; every ratio is "
+            f"then empty, the burn alerts cannot fire, and {c.SLO_NO_DATA_ALERT} fires after {NO_DATA_FOR}.",
+            [q.sli_data(sel)],
+            unit="none",
+            thresholds=p.steps((1.0, "green"), base="red"),
+            texts={"0": "missing", "1": "receiving"},
+        ),
+        w=4,
+        key=f"{slo.name}/data",
     )
     grid.add(
         p.timeseries(

@@ -88,3 +88,10 @@ def policy_thresholds(slo: slo_spec.SLO) -> list[dict]:
     levels = sorted({step.threshold for step in slo.policy or ()}, reverse=True)
     steps = [(level, colors[min(i, len(colors) - 1)]) for i, level in enumerate(levels)]
     return p.steps(*reversed(steps), base="dark-red")
+
+
+def alert_names(slo: slo_spec.SLO) -> list[str]:
+    """Every alert name the SLO's rules may fire: the burn-rate ones, no data, its policy's steps."""
+    own = [c.SLO_BURN_RATE_ALERT] if slo.alerts else []
+    steps = sorted({step.name for step in slo.policy or ()})
+    return [c.SLO_ALERT, *own, c.SLO_NO_DATA_ALERT, *steps]

@@ -25,7 +25,7 @@ from obsbox.dashboards.promapi import Prometheus, PrometheusError
 from obsbox.durations import format_duration, parse_duration
 from obsbox.histograms import histogram_quantile
 from obsbox.slo.budgets import OVERSPEND_ANNOTATION
-from obsbox.slo.rules import EVENTS_RATE
+from obsbox.slo.rules import EVENTS_RATE, NO_DATA_FOR
 
 BACKEND = "vllm"  # the LLM source the demo's simulated inference backend is (obsbox llm rules)
 BACKEND_PHASES = ("ttft", "queue", "prefill", "decode")
@@ -55,6 +55,7 @@ class Summary:
     held: dict[tuple[str, float], float] = field(default_factory=dict)  # (SLO, window) → seconds of data in it
     periods: dict[str, float] = field(default_factory=dict)  # SLO name → its period (window) in seconds
     alerts: list[Alert] = field(default_factory=list)
+    no_data: dict[str, str] = field(default_factory=dict)  # SLO name → SLONoData's state (pending, firing)
     overspend: dict[str, str] = field(default_factory=dict)  # SLO name → its alerts' stages over budget
     bridge_lines: float | None = None
     backend_ms: dict[str, float] = field(default_factory=dict)  # LLM signal → mean ms, from vLLM's names
@@ -129,6 +130,10 @@ def summary_from_prometheus(api: Prometheus, interval: float, periods: dict[str,
         (Alert(*(s.labels.get(k, "") for k in labels)) for s in api.query(f'ALERTS{{alertname="{c.SLO_ALERT}"}}')),
         key=lambda a: (a.slo, a.severity, parse_duration(a.long_window or "0s")),
     )
+    summary.no_data = {
+        s.labels.get("slo", ""): s.labels.get("alertstate", "")
+        for s in api.query(f'ALERTS{{alertname="{c.SLO_NO_DATA_ALERT}"}}')
+    }
     summary.overspend = {
         alert["labels"].get("slo", ""): text
         for alert in api.alerts()
@@ -178,8 +183,13 @@ def render(summary: Summary, elapsed: float, footer: list[str] | None = None) ->
             data = summary.held.get((slo_name, summary.burn_window), 0.0)
             young = "" if data >= summary.burn_window else f"  ({warming(data, summary.burn_window)})"
             lines += [f"    {slo_name:<22} {rate:8.2f}x{young}", *_budget(summary, slo_name)]
-    if summary.alerts:
-        lines += ["", "  alerts (each fires when both its windows burn faster than its factor)"]
+    if summary.alerts or summary.no_data:
+        lines += ["", "  alerts (a burn alert fires when both its windows burn faster than its factor)"]
+        lines += [
+            f"    {slo_name} {c.SLO_NO_DATA_ALERT} ({state}): its SLI has no series for {NO_DATA_FOR}, "
+            "so its burn alerts cannot fire"
+            for slo_name, state in sorted(summary.no_data.items())
+        ]
         for alert in summary.alerts:
             long = parse_duration(alert.long_window or "0s")
             data = summary.held.get((alert.slo, long), 0.0)

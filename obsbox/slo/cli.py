@@ -48,8 +48,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "test",
         help="generate promtool tests for each SLO and run them",
         description="Per SLO, generate `promtool test rules` cases (a steady good period, no data, a fast burn, "
-        "a slow burn) with the alerts the spec expects, run them with promtool (two runs at once), and print "
-        "a verdict per SLO. Exit 1 when a test fails, 2 without promtool on the PATH.",
+        "a slow burn, each of its own burn-rate conditions firing after its alertAfter, and its error budget "
+        "spent through every step of its policy) with the alerts the spec expects, run them with promtool "
+        "(two runs at once), and print a verdict per SLO. Exit 1 when a test fails, 2 without promtool on "
+        "the PATH.",
     )
     test.add_argument("--rules", type=Path, metavar="RULES_FILE", help="the rules to test (default: build them)")
     test.add_argument("--out", type=Path, metavar="DIR", help="keep the tests here (default: a temporary folder)")

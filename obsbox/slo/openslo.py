@@ -34,6 +34,7 @@ from obsbox.slo.rules import dump
 from obsbox.slo.selectors import LABEL_NAME, Matcher, Selector, parse_matcher, parse_selector
 from obsbox.slo.spec import (
     COUNTER_SUFFIXES,
+    RAW_WINDOW,
     RESERVED_LABELS,
     SLO,
     BurnCondition,
@@ -192,6 +193,9 @@ def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]
         annotations["filters"] = json.dumps(slo.filters)
     if sli.counters:
         annotations["counters"] = json.dumps(sli.counters)
+    if sli.raw is not None:
+        raw = sli.raw if sli.raw_template else parse_selector(sli.raw).where(*slo.matchers)
+        return {"ratioMetric": {"rawType": sli.raw_type, "raw": _metric_source(raw)}}, annotations, {}
     ratio: dict[str, Any] = {"counter": not sli.gauges}
     for key in ("good", "bad", "total"):
         text = getattr(sli, key)
@@ -200,7 +204,7 @@ def _indicator(slo: SLO) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]
     return {"ratioMetric": ratio}, annotations, {}
 
 
-def _metric_source(query: Selector) -> dict[str, Any]:
+def _metric_source(query: Selector | str) -> dict[str, Any]:
     return {"metricSource": {"type": "Prometheus", "spec": {"query": str(query)}}}
 
 
@@ -498,7 +502,17 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
                 f"op {op} value {value}: obsbox's threshold SLIs count the events at or under a value (op lte "
                 "or lt, and a value)",
             )
-        query = _query(spec.child("thresholdMetric", "metricSource"), index, summed=False)
+        source = spec.child("thresholdMetric", "metricSource")
+        text = _query_text(source, index)
+        if not _is_selector(text):
+            raise source.error(
+                ("spec", "query"),
+                f"{' '.join(text.split())!r} is a value over time (a gauge), not a histogram: obsbox's threshold "
+                f"SLIs count a histogram's events at or under the value; a gauge held {op} {value} at each moment "
+                "(its good minutes, OpenSLO's Timeslices) is not built; write the SLI as a ratio (good or bad, and "
+                "total)",
+            )
+        query = _query(source, index, summed=False)
         sli: dict[str, Any] = {"kind": "latency", "metric": query.metric, "threshold": value}
         sli |= {key.replace("-", "_"): annotations[key] for key in LATENCY_ANNOTATIONS if key in annotations}
         return sli, [str(m) for m in query.matchers]
@@ -512,11 +526,7 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
             ("op",), f"{objective.get('op')}: a ratio SLI's good share is held at or above its target (gt or gte)"
         )
     if "raw" in ratio:
-        raise spec.error(
-            ("ratioMetric", "raw"),
-            f"a precomputed ratio (rawType {ratio.get('rawType')}): obsbox reads a ratio from its parts, counters "
-            "or gauges (counter: false); write them as good (or bad) and total",
-        )
+        return _raw(spec, index, annotations)
     queries = {
         key: _query(spec.child("ratioMetric", key, "metricSource"), index, summed=True)
         for key in ("good", "bad", "total")
@@ -536,6 +546,35 @@ def _sli(node: Node, objective: Node, index: Mapping[tuple[str, str], Node]) -> 
     return sli, [str(m) for m in filters]
 
 
+def _raw(
+    spec: Node, index: Mapping[tuple[str, str], Node], annotations: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """A precomputed ratio (ratioMetric ``raw``, "the precomputed ratio stored as a metric", OpenSLO's
+    README, SLI): a series selector, each window its mean, or a query with ``{{.window}}``, each window
+    put in; ``rawType`` says whether it is the good share (success) or the bad one (failure)."""
+    kind = spec.get("ratioMetric", "rawType")
+    if kind not in ("success", "failure"):
+        raise spec.error(
+            ("ratioMetric", "rawType"),
+            f"{kind}: a raw ratio needs rawType success (good / total) or failure (bad / total)",
+        )
+    source = spec.child("ratioMetric", "raw", "metricSource")
+    text = _query_text(source, index)
+    if RAW_WINDOW in text:
+        return {"kind": "availability", "raw": text.strip(), "raw_type": kind}, []
+    try:
+        query = parse_selector(text)
+    except ValueError:
+        raise source.error(
+            ("spec", "query"),
+            f"{text.strip()!r}: a raw ratio is a series selector (each window its mean) or a query with "
+            f"{RAW_WINDOW} where each window goes",
+        ) from None
+    filters = _common_filters([query], annotations.get("filters", []))
+    raw = Selector(query.metric, query.matchers[: len(query.matchers) - len(filters)])
+    return {"kind": "availability", "raw": str(raw), "raw_type": kind}, [str(m) for m in filters]
+
+
 def _common_filters(queries: Iterable[Selector], filters: Sequence[str]) -> list[Matcher]:
     """The ``filters`` annotation's matchers when every query ends with them (as an export writes them),
     else none: the queries are what a foreign tool reads and edits, so they win."""
@@ -551,6 +590,27 @@ def _common_filters(queries: Iterable[Selector], filters: Sequence[str]) -> list
 
 def _query(source: Node, index: Mapping[tuple[str, str], Node], summed: bool) -> Selector:
     """The series selector of a Prometheus metric source; ``summed`` also takes ``sum(selector)``."""
+    query = _query_text(source, index)
+    inner = _SUM.fullmatch(query)
+    try:
+        return parse_selector(inner.group(1) if summed and inner else query)
+    except ValueError:
+        allowed = "a series selector or sum(selector)" if summed else "a histogram's series selector"
+        raise source.error(
+            ("spec", "query"), f"{query.strip()!r} is not {allowed}; obsbox writes the rate() and windows itself"
+        ) from None
+
+
+def _is_selector(text: str) -> bool:
+    try:
+        parse_selector(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _query_text(source: Node, index: Mapping[tuple[str, str], Node]) -> str:
+    """The query of a Prometheus metric source, as written."""
     kind = source.get("type")
     ref = source.get("metricSourceRef")
     if kind is None and ref is not None:
@@ -563,14 +623,7 @@ def _query(source: Node, index: Mapping[tuple[str, str], Node], summed: bool) ->
     query = source.get("spec", "query")
     if not isinstance(query, str):
         raise source.error(("spec",), "needs 'query', a PromQL series selector")
-    inner = _SUM.fullmatch(query)
-    try:
-        return parse_selector(inner.group(1) if summed and inner else query)
-    except ValueError:
-        allowed = "a series selector or sum(selector)" if summed else "a histogram's series selector"
-        raise source.error(
-            ("spec", "query"), f"{query.strip()!r} is not {allowed}; obsbox writes the rate() and windows itself"
-        ) from None
+    return query
 
 
 def _target(objective: Node) -> float:

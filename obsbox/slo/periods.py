@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import calendar as gregorian
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -120,20 +121,7 @@ class Calendar:
     def transitions(self) -> list[tuple[int, int]]:
         """(UTC timestamp, new offset in seconds) of each change of the zone's UTC offset in the
         ``OFFSET_YEARS`` years from ``start``."""
-        zone, anchor = self.zone(), self.anchor()
-        begin = int(anchor.replace(tzinfo=zone).timestamp())
-        end = int(anchor.replace(year=anchor.year + OFFSET_YEARS, day=min(anchor.day, 28), tzinfo=zone).timestamp())
-        out, last = [], _offset(zone, begin)
-        for t in range(begin + DAY, end + DAY, DAY):
-            now = _offset(zone, t)
-            if now != last:
-                low, high = t - DAY, t  # the offset changes in (low, high]
-                while high - low > 1:
-                    mid = (low + high) // 2
-                    low, high = (mid, high) if _offset(zone, mid) == last else (low, mid)
-                out.append((high, now))
-                last = now
-        return out
+        return list(_transitions(str(self.start), self.time_zone))
 
     def base_offset(self) -> int:
         return _offset(self.zone(), int(self.anchor().replace(tzinfo=self.zone()).timestamp()))
@@ -182,6 +170,25 @@ class Calendar:
         current period's start."""
         current = f"({index} == {index} @ end())"
         return f"avg_over_time(({series} and on(slo, service) {current})[{self.longest(window)}:{step}])"
+
+
+@functools.lru_cache(maxsize=64)
+def _transitions(start: str, time_zone: str) -> tuple[tuple[int, int], ...]:
+    """``Calendar.transitions``, worked out once per start and zone: a day-by-day scan of years."""
+    zone, anchor = ZoneInfo(time_zone), dt.datetime.fromisoformat(start.replace("T", " "))
+    begin = int(anchor.replace(tzinfo=zone).timestamp())
+    end = int(anchor.replace(year=anchor.year + OFFSET_YEARS, day=min(anchor.day, 28), tzinfo=zone).timestamp())
+    out, last = [], _offset(zone, begin)
+    for t in range(begin + DAY, end + DAY, DAY):
+        now = _offset(zone, t)
+        if now != last:
+            low, high = t - DAY, t  # the offset changes in (low, high]
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if _offset(zone, mid) == last else (low, mid)
+            out.append((high, now))
+            last = now
+    return tuple(out)
 
 
 def _offset(zone: ZoneInfo, timestamp: int) -> int:

@@ -37,6 +37,7 @@ BURN_DASHBOARD = "obsbox-slo-burn"  # the UID of dashboards/slo_burn.dashboard.p
 SLO_VARIABLE = "slo"  # that dashboard's variable for the SLO
 LOW_ALERT = "ErrorBudgetLow"
 EXHAUSTED_ALERT = "ErrorBudgetExhausted"
+VALUE_PERCENT = "{{ $value | humanizePercentage }}"  # the budget left, in a step's description
 _ALERT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = re.compile(r"https?://[^\s?#]+")
 Problem = tuple[tuple[str | int, ...], str]
@@ -140,7 +141,7 @@ def summary(slo: PolicySLO, step: PolicyStep) -> str:
 
 def description(slo: PolicySLO, step: PolicyStep) -> str:
     """The step's description, then what is left (``$value``, at each evaluation) against the step."""
-    left = f"{{{{ $value | humanizePercentage }}}} of its {slo.window} error budget left"
+    left = f"{VALUE_PERCENT} of its {slo.window} error budget left"
     where = "none is left" if step.exhausted else f"the policy acts below {percent(step.threshold)}"
     return f"{step.description.strip()} {slo.name} ({slo.service}) has {left}; {where}.".strip()
 

@@ -221,7 +221,7 @@ def burn_rate_alert(slo: SLO, alert: BurnAlert) -> dict[str, Any]:
 
 def no_data_alert(slo: SLO) -> dict[str, Any]:
     """``SLONoData``: the SLO's recorded event rate is absent, so its burn-rate alerts cannot fire."""
-    total = slo.sli.selectors(slo.matchers)[1]
+    total = slo.sli.events_source(slo.matchers)
     return {
         "alert": conventions.SLO_NO_DATA_ALERT,
         "expr": f"absent({slo.recorded(EVENTS_RATE)})",

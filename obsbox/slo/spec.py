@@ -99,6 +99,7 @@ SHORTEST_WINDOW = "5m"  # the rate obsbox records; a scaled alert window is neve
 RESERVED_LABELS = {"slo", "service", "severity", "long_window", "short_window", "window", "condition"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket")  # what a counter's name ends in
+RAW_WINDOW = "{{.window}}"  # where a raw ratio expression takes each window (as Sloth's raw SLI queries do)
 Problem = tuple[KeyPath, str]
 
 
@@ -206,6 +207,10 @@ class SLI:
     good: str | None = None
     bad: str | None = None
     total: str | None = None
+    # a precomputed ratio (OpenSLO's ratioMetric raw): a series selector, each window its mean
+    # (avg_over_time), or a PromQL expression with {{.window}} where each window goes (Sloth's raw SLI)
+    raw: str | None = None
+    raw_type: Literal["success", "failure"] = "failure"  # whether the raw ratio is of good or bad events
 
     def problems(self, histograms: Mapping[str, Sequence[float]]) -> list[Problem]:
         if self.kind == "latency":
@@ -323,6 +328,10 @@ class SLI:
             for i, name in enumerate(self.counters)
             if not METRIC_NAME.fullmatch(name)
         ]
+        if self.raw is not None:
+            return out + self._raw_problems()
+        if self.raw_type != "failure":
+            out.append((("raw_type",), "belongs to a raw ratio (sli.raw)"))
         if self.total is None:
             out.append(((), "an availability SLI needs 'total' (the counter of all events)"))
         if (self.good is None) == (self.bad is None):
@@ -342,6 +351,29 @@ class SLI:
             if error:
                 out.append(((key,), error))
         return out
+
+    def _raw_problems(self) -> list[Problem]:
+        out: list[Problem] = [
+            ((key,), "a raw ratio stands alone: no good, bad, total, gauges or counters beside it")
+            for key in ("good", "bad", "total", "gauges", "counters")
+            if getattr(self, key)
+        ]
+        if self.raw_type not in ("success", "failure"):
+            out.append((("raw_type",), f"{self.raw_type!r}: success (good / total) or failure (bad / total)"))
+        if not self.raw_template and (error := _error(parse_selector, str(self.raw))):
+            out.append((("raw",), f"{error}; or a PromQL expression with {RAW_WINDOW} where each window goes"))
+        return out
+
+    @property
+    def raw_template(self) -> bool:
+        """Whether ``raw`` is an expression with ``{{.window}}``, not a series selector."""
+        return self.raw is not None and RAW_WINDOW in self.raw
+
+    def _raw_ratio(self, window: str, filters: Sequence[Matcher]) -> str:
+        """The raw ratio over ``window``: the template with the window, or the mean of the selector's series."""
+        if self.raw_template:
+            return "(" + str(self.raw).strip().replace(RAW_WINDOW, window) + ")"
+        return f"avg(avg_over_time({parse_selector(str(self.raw)).where(*filters)}[{window}]))"
 
     def le(self, buckets: Sequence[float]) -> str | None:
         """The ``le`` label value of the threshold's bucket, as the Prometheus clients write it."""
@@ -386,6 +418,9 @@ class SLI:
         if self.kind == "latency":
             good = Selector(f"{self.metric}_bucket", (*filters, self.le_matcher()))
             return good, Selector(f"{self.metric}_count", tuple(filters)), False
+        if self.raw is not None and not self.raw_template:
+            ratio = parse_selector(self.raw).where(*filters)
+            return ratio, ratio, self.raw_type == "failure"
         counted = self.bad if self.bad is not None else self.good
         if counted is None or self.total is None:
             raise ValueError("a ratio SLI needs good or bad, and total")
@@ -395,6 +430,8 @@ class SLI:
     def named_selectors(self, filters: Sequence[Matcher] = ()) -> list[tuple[Selector, Selector, bool]]:
         """``selectors`` under the histogram's name and under each of its ``older_names``: every series
         the SLI may read."""
+        if self.raw_template:
+            return []  # an expression: no series to compare with another SLI's
         current = self.selectors(filters)
         if self.kind != "latency":
             return [current]
@@ -413,6 +450,9 @@ class SLI:
             return f"{total} - ({good} or vector(0))"
         if self.kind == "latency":
             return f"{total} - ({self._good_rate(window, filters)})"
+        if self.raw is not None:  # a ratio: its errors per event, of one event per second
+            ratio = self._raw_ratio(window, filters)
+            return ratio if self.raw_type == "failure" else f"1 - {ratio}"
         events, _, are_errors = self.selectors(filters)
         counted = f"sum({self._over_time}({events}[{window}])) or vector(0)"
         return counted if are_errors else f"{total} - ({counted})"
@@ -423,6 +463,8 @@ class SLI:
             return f"histogram_count({self._sum_rate('', window, filters)})"
         if self.kind == "latency":
             return self._sum_rate("_count", window, filters)
+        if self.raw is not None:  # 1 while the ratio has a value: each window's error ratio is the ratio's
+            return f"({self._raw_ratio(window, filters)} * 0 + 1)"
         return f"sum({self._over_time}({self.selectors(filters)[1]}[{window}]))"
 
     @property
@@ -430,6 +472,14 @@ class SLI:
         """How a ratio SLI's series are read over a window: counters' per-second rate, or gauges' mean
         (their ratio over a window is then the ratio of the means, as OpenSLO's counter: false reads)."""
         return "avg_over_time" if self.gauges else "rate"
+
+    def events_source(self, filters: Sequence[Matcher] = ()) -> str:
+        """What the SLI's events are read from, in words for an alert: the total's selector, or the raw query."""
+        return (
+            f"the raw ratio {self.raw.strip()}"
+            if self.raw is not None and self.raw_template
+            else str(self.selectors(filters)[1])
+        )
 
     def error_ratio_expr(self, window: str, filters: Sequence[Matcher] = ()) -> str:
         """The share of events over ``window`` that are errors (NaN when there were none)."""
@@ -551,6 +601,8 @@ class SLO:
         out += [
             (("filters", i), error) for i, text in enumerate(self.filters) if (error := _error(parse_matcher, text))
         ]
+        if self.filters and self.sli.raw_template:
+            out.append((("filters",), "a raw ratio expression takes no filters: write the matchers into sli.raw"))
         out += [
             (("labels", label), f"{label!r} is reserved or not a label name")
             for label in self.labels

@@ -1,65 +1,36 @@
-"""``promtool test rules`` cases generated from an SLO spec, so that a user's rules are checked as ours are.
+"""``promtool test rules`` files generated from an SLO spec, so that a user's rules are checked as ours are.
 
-Per SLO, three timelines on series its SLI counts (and decoys its filters must skip): a steady good
-period (no alert) after which the series stop (``SLONoData`` fires once they have been gone for its
-``for``), a fast burn (a page fires once its windows burn) and a slow burn (a ticket fires, no page).
-What should fire at each checked minute comes from the SRE Workbook's windows averaged over the
-schedule, never from the rules under test; a minute where the answer depends on how Prometheus cuts a
-window is not checked. Each SLO gets its own test file with only its rule group, and two promtool runs
-take them all.
+Per SLO, the cases of obsbox.slo.testcases (steady then no data, a fast burn, a slow burn, one per
+burn-rate condition of its own, the budget spent through its policy) on series its SLI counts, and
+decoys its filters must skip. What should fire at each checked minute comes from the schedule, never
+from the rules under test; a minute where the answer depends on how Prometheus cuts a window is not
+checked. Each SLO gets its own test file with only its rule group, and two promtool runs take them all.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from obsbox import conventions
-from obsbox.durations import parse_duration as seconds
-from obsbox.slo import slicetests
+from obsbox.slo.alertchecks import render
 from obsbox.slo.budgets import without_stage_data
 from obsbox.slo.matching import BAD_VALUES, GOOD_VALUES, label_set, negated
 from obsbox.slo.policies import dashboard_link
-from obsbox.slo.rules import NO_DATA_FOR, RECORDED_FROM_SECONDS, dump, slo_group
+from obsbox.slo.rules import burn_rate_alert, dump, policy_alert, slo_group
+from obsbox.slo.schedules import STEP, Segment, UntestableError, per_minute, slice_minutes
 from obsbox.slo.selectors import Matcher, Selector, num
-from obsbox.slo.spec import SLO, BurnCondition, go_float
+from obsbox.slo.spec import SLO, go_float
+from obsbox.slo.testcases import Check, cases, shows
 
-PER_MINUTE = 6000.0  # events per minute
-STEP = 5  # minutes between rule evaluations, and between the minutes checked
 WORKERS = 2  # promtool runs at once
-MARGIN = 0.01  # a window this close to a factor is not checked
 Alert = dict[str, Any]
-Check = tuple[int, list[BurnCondition], bool]  # minute, the burn conditions firing, whether SLONoData fires
-
-
-class UntestableError(Exception):
-    """An SLO whose SLI the generated series cannot express; the message says why."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """``minutes`` of traffic burning the error budget at ``burn``; no series at all when not ``present``."""
-
-    minutes: int
-    burn: float = 0.0
-    present: bool = True
-
-
-@dataclass(frozen=True)
-class Case:
-    """A schedule, what it must show (``expect``, over the checks), and its checks every STEP minutes."""
-
-    name: str
-    schedule: tuple[Segment, ...]
-    expect: Callable[[list[Check]], bool]
-    intent: str
 
 
 @dataclass(frozen=True)
@@ -92,123 +63,6 @@ def levels(samples: Sequence[float]) -> str:
     return " ".join(terms)
 
 
-def per_minute(schedule: Sequence[Segment], budget: float, slices: int = 0) -> tuple[list[float], list[float]]:
-    """(errors, events) in each minute the series exist; ``slices``: the minutes of a time-slice SLO's
-    slices (obsbox.slo.slicetests)."""
-    for segment in schedule:
-        if segment.present and not 0 <= segment.burn * budget <= 1:
-            raise UntestableError(f"a burn of {num(segment.burn)} needs an error ratio of {num(segment.burn * budget)}")
-    if slices:
-        return slicetests.per_minute(schedule, budget, slices)
-    errors: list[float] = []
-    events: list[float] = []
-    for segment in schedule:
-        if segment.present:
-            ratio = segment.burn * budget
-            errors += [PER_MINUTE * ratio] * segment.minutes
-            events += [PER_MINUTE] * segment.minutes
-    return errors, events
-
-
-def burn_over(minutes: tuple[list[float], list[float]], budget: float, end: int, window: int) -> float | None:
-    """The traffic-weighted burn rate over the minutes (end - window, end] of ``per_minute``'s (errors,
-    events); None without traffic there."""
-    errors, events = minutes
-    start = max(0, end - window)
-    total = sum(events[start:end])
-    return sum(errors[start:end]) / total / budget if total else None
-
-
-def firing(slo: SLO, schedule: Sequence[Segment], at: int) -> list[BurnCondition] | None:
-    """The burn conditions that fire at minute ``at``; None when a window is too close to call.
-
-    Each window is averaged as it is, one minute shorter (a range's first sample starts it) and, when
-    it is summed from the recorded 5m rates, one step longer; all must agree, clear of the factor."""
-    out = []
-    length = slice_minutes(slo)
-    minutes = per_minute(schedule, slo.error_budget, length)
-    values = slicetests.slice_values(schedule, slo.error_budget, length, at) if length else {}
-    for condition in slo.burn_conditions():
-        states = []
-        for window in (condition.long_window, condition.short_window):
-            width = int(seconds(window) // 60)
-            if length:  # the mean of the slices, with and without the one at the window's start
-                burns = [slicetests.burn_over(values, slo.error_budget, at, width, c) for c in (True, False)]
-            else:
-                widths = {width, width - 1} | ({width + STEP} if seconds(window) >= RECORDED_FROM_SECONDS else set())
-                burns = [burn_over(minutes, slo.error_budget, at, w) for w in widths]
-            seen = {b is not None and b >= condition.factor for b in burns}
-            if len(seen) > 1 or any(b is not None and abs(b / condition.factor - 1) <= MARGIN for b in burns):
-                return None
-            states.append(seen.pop())
-        if all(states):
-            out.append(condition)
-    return out
-
-
-def slice_minutes(slo: SLO) -> int:
-    """A time-slice SLO's slice in minutes (its rules' evaluation interval); 0 for other SLOs."""
-    return int(seconds(slo.timeslices.window) // 60) if slo.timeslices is not None else 0
-
-
-def no_data(schedule: Sequence[Segment], at: int, step: int = STEP, needs: int = 2) -> bool:
-    """Whether ``SLONoData`` fires at minute ``at``: the 5m event rate (``needs`` samples in 5m: two for a
-    counter's rate, one for a gauge's mean) has been absent at every evaluation (every ``step`` minutes)
-    since ``NO_DATA_FOR`` ago."""
-    last = sum(s.minutes for s in schedule if s.present)  # samples at minutes 0..last
-
-    def absent(t: int) -> bool:
-        first = t - 4 if needs > 1 else t - 5  # a 5m range includes its start: a gauge's last sample counts 5m on
-        return len([m for m in range(first, t + 1) if 0 <= m <= last]) < needs
-
-    hold = int(seconds(NO_DATA_FOR) // 60)
-    since = at
-    while since - step >= 0 and absent(since - step):
-        since -= step
-    return absent(at) and at - since >= hold
-
-
-def cases(slo: SLO) -> list[Case]:
-    """The three timelines, their burn rates placed between the SLO's factors."""
-    factors = {
-        severity: [c.factor for c in slo.burn_conditions() if c.severity == severity] for severity in ("page", "ticket")
-    }
-    good = min(factors["ticket"]) / 2
-    # Halfway between the fastest page and every request failing: the 1h window reaches its factor
-    # sooner the higher the objective, and the case lasts that long and 10m more.
-    fast = (max(factors["page"]) + 1 / slo.error_budget) / 2
-    fast_minutes = STEP * math.ceil((60 * max(factors["page"]) / fast + 10) / STEP)
-    slow = (max(factors["ticket"]) * min(factors["page"])) ** 0.5
-
-    def pages(conditions: list[BurnCondition]) -> bool:
-        return any(c.severity == "page" for c in conditions)
-
-    def quiet_until(checks: list[Check], minute: int) -> bool:
-        return all(not fired and not gone for at, fired, gone in checks if at <= minute)
-
-    return [
-        Case(
-            "steady good, then no data",
-            (Segment(15, good), Segment(20, present=False)),
-            lambda checks: quiet_until(checks, 15) and not any(c[1] for c in checks) and checks[-1][2],
-            f"{num(round(good, 3))}x the budget for 15m: no alert; then no series: "
-            f"{conventions.SLO_NO_DATA_ALERT} fires {NO_DATA_FOR} after",
-        ),
-        Case(
-            "fast burn",
-            (Segment(5, good), Segment(fast_minutes, fast)),
-            lambda checks: quiet_until(checks, 5) and pages(checks[-1][1]),
-            f"{num(round(fast, 3))}x after 5m at {num(round(good, 3))}x: a page fires once its windows burn",
-        ),
-        Case(
-            "slow burn",
-            (Segment(5, good), Segment(20, slow)),
-            lambda checks: quiet_until(checks, 5) and not any(pages(c[1]) for c in checks) and bool(checks[-1][1]),
-            f"{num(round(slow, 3))}x after 5m at {num(round(good, 3))}x: a ticket fires, no page",
-        ),
-    ]
-
-
 def series(slo: SLO, schedule: Sequence[Segment]) -> list[dict[str, str]]:
     """Input series the SLI reads as the schedule's error ratio and, outside each filter, a target whose
     requests all fail and one whose requests all succeed, which the SLI must not count either way."""
@@ -234,6 +88,8 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
     good = [e - b for e, b in zip(events, errors, strict=True)]
     if slo.sli.kind == "latency":
         return _histogram(slo, _labels(where), good, events)
+    if slo.sli.raw is not None:
+        return [_raw(slo, where, errors, events)]
     counted, total, are_errors = slo.sli.selectors()
     numerator, rest = (errors, good) if are_errors else (good, errors)
     gauge = slo.sli.gauges
@@ -245,6 +101,19 @@ def _place(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list
     inside = _labels([*where, *total.matchers, *counted.matchers], are_errors)
     outside = _complement([*where, *total.matchers], counted, not are_errors)
     return [_series(total.metric, inside, numerator, gauge), _series(total.metric, outside, rest, gauge)]
+
+
+def _raw(slo: SLO, where: Sequence[Matcher], errors: list[float], events: list[float]) -> dict[str, str]:
+    """A precomputed ratio's series: each minute's share of errors (failure) or of good events (success)."""
+    if slo.sli.raw_template:
+        raise UntestableError(
+            f"a raw ratio written as a query ({slo.sli.raw}): the generated series cannot know what it reads"
+        )
+    ratio = slo.sli.selectors()[0]
+    shares = [b / e for b, e in zip(errors, events, strict=True)]
+    if slo.sli.raw_type == "success":
+        shares = [1 - share for share in shares]
+    return _series(ratio.metric, _labels([*where, *ratio.matchers]), shares, gauge=True)
 
 
 def _labels(matchers: Sequence[Matcher], failing: bool = False) -> dict[str, str]:
@@ -301,74 +170,65 @@ def _series(metric: str, labels: dict[str, str], increments: Sequence[float], ga
 
 
 def test_file(slo: SLO, rules_file: str) -> dict[str, Any]:
-    """The promtool test file of one SLO: its three cases, the alerts expected as the spec builds them."""
+    """The promtool test file of one SLO: its cases, the alerts expected as the spec builds them."""
     built = slo_group(slo)["rules"]
     burn = {r["labels"]["long_window"]: r for r in built if r.get("alert") == conventions.SLO_ALERT}
     (gone,) = [r for r in built if r.get("alert") == conventions.SLO_NO_DATA_ALERT]
+    own = {alert.label: burn_rate_alert(slo, alert) for alert in slo.alerts}
+    steps = {str(i): policy_alert(slo, step) for i, step in enumerate(slo.policy or ())}
+    named = {"slo": slo.name, "service": str(slo.service)}  # the cases feed no stage series
 
-    def expected(rules: Sequence[Alert], at: int) -> list[Alert]:
-        named = {"slo": slo.name, "service": str(slo.service)}  # the cases feed no stage series
+    def expected(rules: Sequence[Alert], at: int, value: float | None = None) -> list[Alert]:
         return [
-            {"exp_labels": r["labels"], "exp_annotations": without_stage_data(rendered(slo, r, at), named)}
+            {"exp_labels": r["labels"], "exp_annotations": without_stage_data(rendered(slo, r, at, value), named)}
             for r in rules
         ]
 
-    tests = []
-    for case in cases(slo):
-        end = sum(s.minutes for s in case.schedule)
-        checks = []
-        for at in range(STEP, end + 1, STEP):
-            fired = firing(slo, case.schedule, at)
-            if fired is not None:
-                needs = 1 if slo.sli.gauges else 2
-                checks.append((at, fired, no_data(case.schedule, at, slice_minutes(slo) or STEP, needs)))
-        if len(checks) < 2 or not case.expect(checks):
-            raise UntestableError(f"the {case.name} case cannot show its intent ({case.intent}) at this objective")
-        checks = _turns(checks)
-        tests.append(
-            {
-                "name": f"{slo.name}: {case.name} ({case.intent})",
-                "interval": "1m",
-                "input_series": series(slo, case.schedule),
-                "alert_rule_test": [
-                    test
-                    for at, fired, gone_now in checks
-                    for test in (
-                        {
-                            "eval_time": f"{at}m",
-                            "alertname": conventions.SLO_ALERT,
-                            "exp_alerts": expected([burn[c.long_window] for c in fired], at),
-                        },
-                        {
-                            "eval_time": f"{at}m",
-                            "alertname": conventions.SLO_NO_DATA_ALERT,
-                            "exp_alerts": expected([gone] if gone_now else [], at),
-                        },
-                    )
-                ],
-            }
-        )
+    def tests_at(check: Check) -> list[Alert]:
+        at = check.minute
+        alerts: list[tuple[str, list[Alert]]] = [
+            (conventions.SLO_NO_DATA_ALERT, expected([gone] if check.no_data else [], at))
+        ]
+        if check.burning is not None:
+            alerts.insert(0, (conventions.SLO_ALERT, expected([burn[c.long_window] for c in check.burning], at)))
+        if slo.alerts and check.own is not None:
+            alerts.append((conventions.SLO_BURN_RATE_ALERT, expected([own[f.key] for f in check.own], at)))
+        for name, fired in (check.policy or {}).items():
+            alerts.append((name, [a for f in fired for a in expected([steps[f.key]], at, f.value)]))
+        return [{"eval_time": f"{at}m", "alertname": name, "exp_alerts": exp} for name, exp in alerts]
+
+    tests = [
+        {
+            "name": f"{slo.name}: {case.name} ({case.intent})",
+            "interval": "1m",
+            "input_series": series(slo, case.schedule),
+            "alert_rule_test": [
+                test for check in _turns(shows(slo, case), case.every_minute) for test in tests_at(check)
+            ],
+        }
+        for case in cases(slo)
+    ]
     interval = slice_minutes(slo) or STEP  # a time-slice SLO's group runs once per slice
     return {"rule_files": [rules_file], "evaluation_interval": f"{interval}m", "tests": tests}
 
 
-def rendered(slo: SLO, rule: Alert, at: int) -> dict[str, str]:
+def rendered(slo: SLO, rule: Alert, at: int, value: float | None = None) -> dict[str, str]:
     """The alert's annotations as an evaluation at minute ``at`` renders them: the dashboard link's
-    range ends there (obsbox.slo.policies.dashboard_link)."""
-    annotations = dict(rule["annotations"])
+    range ends there (obsbox.slo.policies.dashboard_link), and ``value`` is the alert's ``$value``."""
+    annotations = {key: render(text, value) for key, text in rule["annotations"].items()}
     if "dashboard" in annotations:
-        annotations["dashboard"] = dashboard_link(slo, rule["labels"]["long_window"], at * 60)
+        labels = rule["labels"]
+        window = labels.get("long_window") or labels.get("window") or slo.nominal_window
+        annotations["dashboard"] = dashboard_link(slo, window, at * 60)
     return annotations
 
 
-def _turns(checks: list[Check]) -> list[Check]:
+def _turns(checks: list[Check], every: bool = False) -> list[Check]:
     """The first and last checks, and those on either side of a change: where a rule that fires too early
-    or too late shows, without checking every step."""
-
-    def state(check: Check) -> tuple[object, ...]:
-        return (*(c.long_window for c in check[1]), check[2])
-
-    states = [state(c) for c in checks]
+    or too late shows, without checking every step (unless ``every``)."""
+    if every:
+        return checks
+    states = [c.state() for c in checks]
     edges = {0, len(checks) - 1} | {i for i in range(1, len(checks)) if states[i] != states[i - 1]}
     keep = edges | {i - 1 for i in edges if i}
     return [c for i, c in enumerate(checks) if i in keep]
@@ -447,7 +307,8 @@ def _summary(report: str) -> str:
     lines = []
     for failure in _FAILURE.finditer(report):
         exp, got = (_alerts(failure.group(key)) for key in ("exp", "got"))
-        lines.append(f"{failure['case']} at {failure['time']}: {failure['alert']} expected {exp}, fired {got}")
+        differ = " (their annotations differ)" if exp == got else ""
+        lines.append(f"{failure['case']} at {failure['time']}: {failure['alert']} expected {exp}, fired {got}{differ}")
     return "\n".join(lines) or "\n".join(report.strip().splitlines()[:5])
 
 
@@ -457,7 +318,8 @@ def _alerts(text: str) -> str:
     for labels in _LABELS.findall(text):
         named = dict(_LABEL.findall(labels))
         windows = f" {named['long_window']}/{named['short_window']}" if "long_window" in named else ""
-        found.append(f"{named.get('severity', '?')}{windows}")
+        condition = f" {named['condition']}" if "condition" in named else ""
+        found.append(f"{named.get('severity', '?')}{windows}{condition}")
     return "[" + ", ".join(found) + "]"
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
-from obsbox.dashboards import build
+from obsbox.dashboards import build, slos
 from obsbox.dashboards.queries import Query
+from obsbox.slo.policies import BURN_DASHBOARD
 
 # Template variables as Grafana fills them with "All" selected; windows for a 1 s scrape interval.
 FILLED = {
@@ -21,6 +23,11 @@ FILLED = {
     "__interval": "15s",
     "__range": "5m",
 }
+# Specs the SLO burn dashboard is also built from: calendar periods and time slices, gauges and their
+# own burn-rate conditions, a policy of one SLO's own.
+SLO_SPECS = tuple(
+    Path(__file__).parents[1] / "slo" / "testdata" / f"{n}.slo.yaml" for n in ("calendar", "gauges", "features")
+)
 LABEL_VALUES = re.compile(r"label_values\((.*),\s*(\w+)\)$", re.DOTALL)
 
 
@@ -46,9 +53,21 @@ def dashboards() -> tuple[build.Built, ...]:
     return tuple(build.build_all())
 
 
-def queries() -> list[Found]:
+@cache
+def burn_dashboards() -> tuple[build.Built, ...]:
+    """The SLO burn dashboard built from each of ``SLO_SPECS``."""
+    source = next(b.source for b in dashboards() if b.uid == BURN_DASHBOARD)
     out = []
-    for board in dashboards():
+    for path in SLO_SPECS:
+        with slos.using(path):
+            out.append(build.build_one(source))
+    return tuple(out)
+
+
+def queries(boards: tuple[build.Built, ...] | None = None) -> list[Found]:
+    """Every query of ``boards`` (by default the shipped dashboards), with where it sits."""
+    out = []
+    for board in dashboards() if boards is None else boards:
         title = board.title
         out.extend(
             Found(title, f"variable ${v['name']}", v["datasource"]["type"], v["query"])

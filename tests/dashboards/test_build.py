@@ -14,12 +14,14 @@ import pytest
 from grafanalib import core as g
 
 from obsbox import conventions as c
+from obsbox import slo
 from obsbox.dashboards import build, slos
 from obsbox.dashboards import panels as p
 from obsbox.dashboards import queries as q
 from obsbox.dashboards.panels import DashboardError
 from obsbox.slo import DEFAULT_SPEC
-from tests.dashboards.catalog import dashboards
+from obsbox.slo.rules import EVENTS_RATE
+from tests.dashboards.catalog import SLO_SPECS, burn_dashboards, dashboards
 from tests.scripts_path import console_script
 
 EXPECTED = {
@@ -199,6 +201,28 @@ def test_slo_dashboard_has_one_generated_row_per_slo(tmp_path):
             lines = [s["value"] for s in burn[0]["fieldConfig"]["defaults"]["thresholds"]["steps"][1:]]
             assert lines == sorted(f for f, _long, _short in (t for v in c.BURN_THRESHOLDS.values() for t in v))
             assert burn[0]["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"]["mode"] != "off"
+
+
+def test_the_burn_dashboard_shows_every_alert_and_whether_data_arrives_for_other_specs():
+    """Built from the calendar, gauges and features specs: a row per SLO, whose alert lanes include
+    SLONoData (and SLOBurnRate and the policy's steps where the SLO has them), and a stat saying
+    whether its SLI's data arrives."""
+    for path, board in zip(SLO_SPECS, burn_dashboards(), strict=True):
+        names = [s.name for s in slo.load(path)]
+        rows = [panel["title"].split(" ", 1)[0] for panel in board.model["panels"] if panel["type"] == "row"]
+        assert rows == names, path
+        for one in slo.load(path):
+            mine = [panel for panel in board.model["panels"] if f'slo="{one.name}"' in str(panel.get("targets"))]
+            (alerts,) = [panel for panel in mine if panel["title"] == "Alerts"]
+            expr = alerts["targets"][0]["expr"]
+            assert c.SLO_NO_DATA_ALERT in expr and c.SLO_ALERT in expr
+            assert (c.SLO_BURN_RATE_ALERT in expr) == bool(one.alerts)
+            assert all(step.name in expr for step in one.policy or ())
+            (data,) = [panel for panel in mine if panel["title"] == "SLI data"]
+            assert EVENTS_RATE in data["targets"][0]["expr"]
+            assert data["options"]["reduceOptions"]["calcs"] == ["lastNotNull"]
+            texts = data["fieldConfig"]["defaults"]["mappings"][0]["options"]
+            assert texts["0"]["text"] == "missing" and texts["1"]["text"] == "receiving"
 
 
 def test_a_string_datasource_is_refused():

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from obsbox.dashboards import queries as q
-from tests.dashboards.catalog import FILLED, of, queries
+from tests.dashboards.catalog import FILLED, burn_dashboards, of, queries
 
 PROMTOOL = shutil.which("promtool")
 # TraceQL: OTel semantic-convention attributes the exporters set, and Tempo's intrinsics.
@@ -41,9 +41,13 @@ def test_there_are_queries_of_every_kind():
 
 
 def test_every_promql_expression_parses_with_promtool(tmp_path):
-    """promtool check rules parses each expression (template variables filled in) as a recording rule."""
+    """promtool check rules parses each expression (template variables filled in) as a recording rule:
+    the shipped dashboards', and the SLO burn dashboard's as built from other specs (a calendar SLO's
+    among them)."""
     assert PROMTOOL, "promtool is missing: apt-get install prometheus (Debian's package ships it)"
-    found = of("prometheus")
+    others = [f for f in queries(burn_dashboards()) if f.datasource == "prometheus"]
+    assert {f.panel for f in others} >= {"SLI data", "Alerts", "Error-budget policy", "Burn rate"}
+    found = of("prometheus") + others
     rules = [{"record": f"obsbox_check:q{i}", "expr": f.promql()} for i, f in enumerate(found)]
     path = tmp_path / "rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}, sort_keys=False))

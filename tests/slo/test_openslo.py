@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +50,18 @@ def schema_form(document: dict[str, Any]) -> dict[str, Any]:
     """An SLO's alertPolicies as the v1 JSON schema writes them (names): the schema predates the spec
     text's and the Go SDK's ``alertPolicyRef`` objects, which the export writes. It also predates the
     spec text's ``RatioTimeslices``, so such an SLO is checked as an Occurrences one (the rest of it,
-    timeSliceWindow included, is checked as written)."""
+    timeSliceWindow included, is checked as written), and the spec text's (and the Go SDK's) ratioMetric
+    ``raw``: a raw ratio is checked as a ratio of its metric source over itself."""
     out = copy.deepcopy(document)
     if out["kind"] == "SLO":
         out["spec"]["alertPolicies"] = [ref["alertPolicyRef"] for ref in out["spec"].get("alertPolicies", [])]
         if out["spec"]["budgetingMethod"] == "RatioTimeslices":
             out["spec"]["budgetingMethod"] = "Occurrences"
+        ratio = out["spec"]["indicator"]["spec"].get("ratioMetric", {})
+        if "raw" in ratio:
+            raw = ratio.pop("raw")
+            ratio.update({"counter": False, "good": raw, "total": raw})
+            assert ratio.pop("rawType") in ("success", "failure")
     return out
 
 
@@ -158,8 +165,14 @@ EXAMPLES = {
     ("go-sdk/slis.yaml", "SLI search-availability"): "good.metricSource.type: Datadog: obsbox builds Prometheus",
     # gauges (counter: false) are read (test_a_gauge_ratio_sli_reads_the_means); this one is AppDynamics
     ("go-sdk/slis.yaml", "SLI end-user-response"): "bad.metricSource.type: AppDynamics: obsbox builds Prometheus",
-    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "ratioMetric.raw: a precomputed ratio (rawType success)",
-    ("go-sdk/slis.yaml", "SLI annotator-throughput"): "'sum(min_over_time(kafka_consumergroup_lag",
+    # a precomputed ratio with {{.window}}: each window put in (test_a_raw_ratio_reads_each_window)
+    ("go-sdk/slis.yaml", "SLI wifi-client-satisfaction"): "imports",
+    (
+        "go-sdk/slis.yaml",
+        "SLI annotator-throughput",
+    ): "spec.query: 'sum(min_over_time(kafka_consumergroup_lag{k8s_cluster="
+    '"prod", consumergroup="annotator", topic="annotator-in"}[2m]))\' is a value over time (a gauge), not a '
+    "histogram",
     # single-window conditions: SLOBurnRate alerts (test_single_window_conditions_become_alerts_of_their_own)
     ("go-sdk/alert_policies.yaml", "AlertPolicy low-priority"): "imports",
     ("go-sdk/alert_policies.yaml", "AlertPolicy high-priority"): "imports",
@@ -439,3 +452,47 @@ def test_a_gauge_ratio_sli_reads_the_means(tmp_path: Path):
     assert slo.sli.total_rate_expr("1h").startswith("sum(avg_over_time(localhost_server_requests{")
     (document, *_) = openslo.export([slo])
     assert document["spec"]["indicator"]["spec"]["ratioMetric"]["counter"] is False
+
+
+def test_a_raw_ratio_reads_each_window(tmp_path: Path):
+    """The go-sdk's wifi-client-satisfaction SLI: a precomputed good share (rawType success) written with
+    {{.window}}: each window's error ratio is 1 minus the query over that window, the rules parse in
+    promtool, and the SLI exports back as the same raw query."""
+    (slo,) = openslo.load(
+        [
+            OPENSLO / "go-sdk" / "slis.yaml",
+            probe(tmp_path, f"indicatorRef: wifi-client-satisfaction\n  {SLI_OBJECTIVE['ratio']}"),
+        ]
+    ).slos
+    assert (slo.sli.kind, slo.sli.raw_type, slo.sli.raw_template) == ("availability", "success", True)
+    hour = slo.sli.error_ratio_expr("1h")
+    assert hour.startswith("(1 - (1 - (\n  sum(sum_over_time(poller_client_satisfaction_ratio[1h]))")
+    assert "{{.window}}" not in hour and hour.endswith("[1h]))\n)) * 0 + 1)")  # over 1 while it has a value
+    document = rules([slo], [])
+    path = tmp_path / "raw.rules.yml"
+    path.write_text(render(document, "probe.yaml", [slo]))
+    checked = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    (exported, *_) = openslo.export([slo])
+    ratio = exported["spec"]["indicator"]["spec"]["ratioMetric"]
+    assert ratio["rawType"] == "success" and ratio["raw"]["metricSource"]["spec"]["query"] == slo.sli.raw
+
+
+def test_a_raw_ratio_selector_averages_its_series_and_expressions_take_no_filters():
+    """A raw ratio that is a series selector reads the mean of its series over each window; filters go
+    into it. A raw expression cannot take filters, and a raw ratio stands alone."""
+    spec = (
+        "service: wifi\nslos:\n  - name: roaming\n    objective: 0.99\n    runbook: r\n    filters: ['site=\"hq\"']\n"
+        "    sli: {kind: availability, raw: 'roam_fail_ratio{band=\"5GHz\"}'}\n"
+    )
+    (slo,) = loads(spec)
+    assert (
+        slo.sli.error_rate_expr("5m", slo.matchers) == 'avg(avg_over_time(roam_fail_ratio{band="5GHz",site="hq"}[5m]))'
+    )
+    assert slo.sli.total_rate_expr("5m", slo.matchers).endswith("[5m])) * 0 + 1)")  # one event a second
+    template = spec.replace("'roam_fail_ratio{band=\"5GHz\"}'", "'avg(roam_fail_ratio[{{.window}}])'")
+    with pytest.raises(ConfigError, match=r"slos\[0\]\.filters: a raw ratio expression takes no filters"):
+        loads(template)
+    mixed = spec.replace("raw:", "total: requests_total, raw:")
+    with pytest.raises(ConfigError, match=r"slos\[0\]\.sli\.total: a raw ratio stands alone"):
+        loads(mixed)

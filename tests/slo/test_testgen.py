@@ -29,20 +29,26 @@ SPECS = {
 
 @pytest.mark.parametrize(("spec", "rules"), SPECS.values(), ids=SPECS.keys())
 def test_the_generated_tests_pass_for_every_shipped_slo(spec, rules, tmp_path, capsys):
-    """Every SLO passes its steady-then-no-data, fast and slow cases, on the rules compose loads."""
+    """Every SLO passes its steady-then-no-data, fast and slow cases, a case per alert condition of its
+    own and, with a policy, the budget-spent case, on the rules compose loads."""
     assert main(["slo", "test", str(spec), "--out", str(tmp_path), *(["--rules", str(rules)] if rules else [])]) == 0
     lines = capsys.readouterr().out.splitlines()
-    names = [s.name for s in slo.load(spec)]
+    slos = slo.load(spec)
+    names = [s.name for s in slos]
     assert [line.split()[1] for line in lines] == names
-    assert all(line.startswith("pass ") and line.endswith("fast burn, slow burn") for line in lines), lines
+    for line, one in zip(lines, slos, strict=True):
+        own = [f"{alert.label} fires" for alert in one.alerts] + (["budget spent"] if one.policy else [])
+        shown = ", ".join(["steady good, then no data", "fast burn", "slow burn", *own])
+        assert line == f"pass {one.name} ({one.service}): {shown}"
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         f"{n}.{kind}.yml" for n in names for kind in ("rules", "test")
     )
 
 
 def test_broken_rules_fail_naming_the_slo_the_case_and_the_minute(tmp_path, capsys):
-    """The features spec's rules with three faults: checkout-latency's fastest page at twice its factor
-    and its no-data alert gone, checkout-availability's filter dropped from its good events."""
+    """The features spec's rules with five faults: checkout-latency's fastest page at twice its factor,
+    its no-data alert gone, its own burn-rate condition without its ``for``, its policy step at 50% of
+    the budget left instead of 25%; checkout-availability's filter dropped from its good events."""
     features, _ = SPECS["features"]
     document = slo.rules(slo.load(features))
     latency, availability = document["groups"][:2]
@@ -50,6 +56,11 @@ def test_broken_rules_fail_naming_the_slo_the_case_and_the_minute(tmp_path, caps
     (page,) = [r for r in latency["rules"] if r.get("labels", {}).get("long_window") == "1h"]
     assert page["expr"].count(">= 13.44") == 2
     page["expr"] = page["expr"].replace(">= 13.44", ">= 26.88")
+    (own,) = [r for r in latency["rules"] if r.get("alert") == conventions.SLO_BURN_RATE_ALERT]
+    assert own.pop("for") == "10m"
+    (step,) = [r for r in latency["rules"] if r.get("alert") == "CheckoutBudgetLow"]
+    assert step["expr"].endswith(" < 0.25")
+    step["expr"] = step["expr"].replace(" < 0.25", " < 0.5")
     latency["rules"] = [r for r in latency["rules"] if r.get("alert") != conventions.SLO_NO_DATA_ALERT]
     for rule in availability["rules"]:
         rule["expr"] = rule["expr"].replace('{outcome="ok",route="/pay"}', '{outcome="ok"}')
@@ -61,6 +72,10 @@ def test_broken_rules_fail_naming_the_slo_the_case_and_the_minute(tmp_path, caps
         "checkout-latency": [
             r"steady good, then no data at 30m: SLONoData expected \[ticket\], fired \[\]",
             r"fast burn at \d+m: SLOErrorBudgetBurn expected \[[^]]*page 1h/5m[^]]*\], fired \[(?![^]]*1h/5m)[^]]*\]",
+            # fired before the condition had held for 10m
+            r"burning-for-10m fires at \d+m: SLOBurnRate expected \[\], fired \[ticket burning-for-10m\]",
+            # the budget left is under 50% before it is under 25%
+            r"budget spent at \d+m: CheckoutBudgetLow expected \[\], fired \[ticket\]",
         ],
         # The good events outside the filter now count: the fast burn no longer pages.
         "checkout-availability": [

@@ -287,6 +287,17 @@ def test_the_alerts_say_which_stages_are_over_their_budget():
     assert "stage budgets" not in render(Summary(alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")]), 1)
 
 
+def test_an_slo_without_data_is_listed_with_the_alerts():
+    """SLONoData is listed even when no burn alert fires: without data they cannot."""
+    text = render(Summary(no_data={"Availability": "firing"}), 1)
+    assert "    Availability SLONoData (firing): its SLI has no series for 10m, so its burn alerts cannot fire" in text
+    both = render(
+        Summary(alerts=[Alert("ReplyLatency", "page", "1h", "5m", "firing")], no_data={"Availability": "pending"}), 1
+    )
+    assert re.search(r"Availability SLONoData \(pending\)[^\n]*\n    ReplyLatency page 1h/5m \(firing", both), both
+    assert "SLONoData" not in render(summary(400), 1)
+
+
 def test_a_firing_alert_says_which_window_is_still_warming_up():
     assert "ReplyLatency page 1h/5m (firing; the 1h window is warming up: 7 of 60 minutes)" in render(summary(400), 1)
     assert "ReplyLatency page 1h/5m (firing)" in render(summary(2 * 3600), 1)
