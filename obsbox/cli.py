@@ -76,7 +76,9 @@ def missing_for(extra: str) -> list[str]:
     return sorted(set(missing))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or, given ``command``, of that one alone: a command's module
+    imports what it runs (the bridge's start-up would otherwise import every other command's)."""
     parser = argparse.ArgumentParser(
         prog="obsbox", description="An observability stack in a box: log bridge, exporters, SLOs, dashboards."
     )
@@ -89,8 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module in COMMANDS.items():
-        _register(sub, name, module)
+        if command in (None, name):
+            _register(sub, name, module)
     return parser
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` names, when it names one of ``COMMANDS`` after the global options."""
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--log-level":
+            next(rest, None)
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def _register(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, module: str) -> None:
@@ -127,7 +141,7 @@ def _missing_extra(name: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     problem = _missing_extra(args.command)

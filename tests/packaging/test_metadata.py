@@ -52,3 +52,12 @@ def test_pre_commit_and_the_dev_extra_pin_the_same_ruff():
     pinned = set(re.findall(r'"ruff==([0-9.]+)"', hooks))
     dev = [r for r in importlib.metadata.requires("obsbox") or [] if r.startswith("ruff") and 'extra == "dev"' in r]
     assert len(pinned) == 1 and dev == [f'ruff=={pinned.pop()}; extra == "dev"'], (pinned, dev)
+
+
+def test_a_command_line_builds_the_parser_of_its_command_alone():
+    assert cli.command_of(["--log-level", "INFO", "bridge", "app.log", "--once"]) == "bridge"
+    assert cli.command_of(["--log-level=DEBUG", "slo", "build"]) == "slo"
+    assert cli.command_of(["--help"]) is None and cli.command_of(["bogus"]) is None
+    alone = cli.build_parser("slo")._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert list(alone) == ["slo"]
+    assert list(cli.build_parser()._subparsers._group_actions[0].choices) == list(cli.COMMANDS)  # type: ignore[union-attr]
