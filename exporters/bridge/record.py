@@ -192,12 +192,24 @@ class Block:
 
     def cut(self, lines: int) -> tuple[Block, Block]:
         """The first ``lines`` lines, and the rest (0 < ``lines`` < ``count``)."""
-        rest = self.data.split(b"\n", lines)[-1]
-        end = len(self.data) - len(rest)
+        data = self.data
+        _, end = count_lines(data, len(data), lines)
         return (
-            Block(self.origin, self.data[:end], self.offset, lines),
-            Block(self.origin, rest, self.offset + end, self.count - lines),
+            Block(self.origin, data[:end], self.offset, lines),
+            Block(self.origin, data[end:], self.offset + end, self.count - lines),
         )
+
+
+def count_lines(data: bytes, end: int, most: int) -> tuple[int, int]:
+    """How many of the whole lines in ``data[:end]`` fit in a batch with room for ``most`` (any
+    number when negative), and where they end. A ``find`` per line: ``bytes.count`` compares byte
+    by byte, where ``find`` uses ``memchr``, and costs 2.5 times as much on 350-byte lines; splitting
+    makes an object of every line only to measure them."""
+    find, lines, at = data.find, 0, 0
+    while lines != most and at < end:
+        at = find(b"\n", at, end) + 1
+        lines += 1
+    return lines, at
 
 
 class Lines:
