@@ -286,10 +286,6 @@ class OtlpSink(OtlpHttpSink):
         plan = self.shapes[shape] = well_known_keys(fields)
         return plan
 
-    def shape_keys(self, shape: tuple[str, ...], fields: dict[str, Any]) -> tuple[str | None, str | None, str | None]:
-        """The keys of time, level and service of a line of this key shape (see ``_plan``)."""
-        return self.shapes.get(shape) or self._plan(shape, fields)
-
     def _well_known(
         self, fields: dict[str, Any], attributes: dict[str, str] | None, origin: Origin
     ) -> tuple[int | None, bytes, str]:
