@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from obsbox.exporters.bridge.deferred import Changes, Deferred, complete
-from obsbox.exporters.bridge.record import Block, Lines, Origin, Record
+from obsbox.exporters.bridge.record import Block, Lines, Origin, Record, count_lines
 from obsbox.exporters.bridge.sources.reader import BOM, FileReader, _lines_within
 from tests.bridge.harness import open_reader
 
@@ -113,6 +113,26 @@ def test_a_batch_shared_among_workers_is_cut_inside_its_blocks_and_loses_no_line
     assert [r.offset for part in parts for r in part.records()] == [r.offset for r in lines.records()]
     for part in parts:
         assert all(b.count == b.data.count(b"\n") for b in part.items if type(b) is Block)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    st.binary(max_size=8).map(lambda b: b.replace(b"\n", b"")),
+    st.integers(-1, 35),
+    st.data(),
+)
+def test_lines_are_counted_and_cut_as_a_find_per_line_would(lines, partial, most, data):
+    """``count_lines`` deletes newlines to count them: it must agree, line for line, with walking
+    the lines one ``find`` at a time, for every room and every end at a line's end."""
+    text = b"".join(line + b"\n" for line in lines) + partial
+    ends = [0, *(sum(len(line) + 1 for line in lines[: n + 1]) for n in range(len(lines)))]
+    end = data.draw(st.sampled_from(ends))
+    counted, at = 0, 0
+    while counted != most and at < end:
+        at = text.find(b"\n", at, end) + 1
+        counted += 1
+    assert count_lines(text, end, most) == (counted, at)
 
 
 def test_a_batch_back_from_a_worker_is_made_into_records_only_when_read():
