@@ -13,6 +13,8 @@ processing moves out of the pipeline thread: it hands each batch to the workers 
 the order read; each part is delivered as above, one at a time at the sinks, and the batch's
 positions are committed with its last part. The batches ahead were never written
 anywhere, so a ``kill -9`` still duplicates at most the batch in flight.
+Without worker processes, a pipeline whose processors and sinks the workers' fused path takes runs
+that path in the pipeline thread (``workers.InProcess``); any other runs its processors here.
 
 Shutdown (SIGTERM, Ctrl-C): stop reading, let the batch in flight finish for up to
 ``shutdown_timeout`` seconds, flush, save positions, exit 0. What could not be delivered by then
@@ -46,7 +48,16 @@ from obsbox.exporters.bridge.metrics import BridgeMetrics
 from obsbox.exporters.bridge.progress import Progress
 from obsbox.exporters.bridge.record import Lines, Record
 from obsbox.exporters.bridge.retry import Attempt, RetryPolicy
-from obsbox.exporters.bridge.workers import MemoryBudget, Plan, Work, WorkerPool, default_workers, pack, why_not
+from obsbox.exporters.bridge.workers import (
+    InProcess,
+    MemoryBudget,
+    Plan,
+    Work,
+    WorkerPool,
+    default_workers,
+    pack,
+    why_not,
+)
 
 log = logging.getLogger(__name__)
 MIN_SHARED_LINES = 512  # a batch cut by its timeout is shared among the workers from this many lines each
@@ -90,6 +101,7 @@ class Pipeline:
     poll_interval: float = 0.1
     progress: Progress | None = None
     pool: WorkerPool | None = None
+    in_process: InProcess | None = None  # without a pool: the workers' fused path, run here
     # with workers, the processors are made here only if a batch has to be processed here after all
     # (it crashed its workers): the redact processor alone takes 7 MiB (hyperscan's database)
     make_processors: Callable[[], list[Processor]] | None = None
@@ -157,7 +169,8 @@ class Pipeline:
             return None
         lines, checkpoints, started, full = gathered
         if self.pool is None:
-            work = Work(Lines(self._process(lines)), None, checkpoints, started)
+            done = self.in_process.process(lines) if self.in_process else (self._process(lines), None)
+            work = Work(lines, None, checkpoints, started, done=done)
             ahead.append(work)
             return work
         # A batch goes out in parts (PART_LINES), and one cut by its timeout is shared out among the
@@ -186,7 +199,9 @@ class Pipeline:
 
     def _processed(self, work: Work, later: deque[Work]) -> tuple[Sequence[Record], list | None]:
         """The oldest batch as the processors left it, and what the sinks encoded in advance."""
-        if self.pool is None:
+        if work.done is not None:
+            return work.done
+        if self.pool is None:  # pragma: no cover - a batch without a pool is processed when read
             return work.lines.records(), None
         result = self.pool.result(work, later)
         if result is None:  # it crashed its workers repeatedly: process it here
@@ -364,7 +379,11 @@ class Bridge:
         progress = None
         if self.once and self.config.settings.progress and sys.stderr.isatty() and len(self.config.pipelines) == 1:
             progress = Progress(sources)
-        pool = self._pool(name)
+        plan = self._plan(name)
+        pool = self._pool(name, plan) if plan is not None else None
+        in_process = InProcess.of(plan, self.metrics) if plan is not None and pool is None else None
+        if in_process is not None:
+            log.info("pipeline %s runs without workers, on the fused path in the bridge process", name)
 
         def processors() -> list[Processor]:
             return self._build(name, "processors", spec.processors)
@@ -372,7 +391,7 @@ class Bridge:
         return Pipeline(
             name,
             sources,
-            [] if pool else processors(),
+            [] if pool or in_process else processors(),
             self._build(name, "sinks", spec.sinks),
             spec.batch,
             self.metrics,
@@ -383,15 +402,13 @@ class Bridge:
             poll_interval=self.config.settings.poll_interval,
             progress=progress,
             pool=pool,
-            make_processors=processors if pool else None,
+            in_process=in_process,
+            make_processors=processors if pool or in_process else None,
         )
 
-    def _pool(self, name: str) -> WorkerPool | None:
-        """Worker processes for a pipeline, when ``workers`` allows them and its processors can move."""
+    def _plan(self, name: str) -> Plan | None:
+        """What a worker builds for a pipeline, or None when its processors must stay in the bridge."""
         settings = self.config.settings
-        count = default_workers() if settings.workers is None else settings.workers
-        if count < 1:
-            return None
         spec = self.config.pipelines[name]
         processors = [self.config.components["processors"][key] for key in spec.processors]
         reason = why_not(processors)
@@ -402,12 +419,19 @@ class Bridge:
             spec_ if hasattr(spec_.cls, "make_encoder") else None
             for spec_ in (self.config.components["sinks"][key] for key in spec.sinks)
         ]
+        return Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
+
+    def _pool(self, name: str, plan: Plan) -> WorkerPool | None:
+        """Worker processes for a pipeline, as many as ``workers`` asks and the memory allows."""
+        settings = self.config.settings
+        count = default_workers() if settings.workers is None else settings.workers
+        if count < 1:
+            return None
         # a slot holds a batch's lines, then its payloads: OTLP without compression adds ~30%
-        slot_bytes = 2 * spec.batch.max_bytes
+        slot_bytes = 2 * self.config.pipelines[name].batch.max_bytes
         count = self.memory.workers(count, slot_bytes, name)
         if count < 1:
             return None
-        plan = Plan(name, processors, sinks, self.state_dir, self.once, settings.poll_interval, settings.retry)
         return WorkerPool(count, plan, self.metrics, slot_bytes=slot_bytes)
 
     def serve_metrics(self) -> None:

@@ -308,7 +308,7 @@ class Plan:
 
 
 @dataclass
-class _Worker:
+class Worker:
     processors: list[Processor]
     encoders: list[Callable[[], Encoding] | None]  # per sink, a batch's encoding; None: encoded in the bridge
     metrics: Tally
@@ -316,7 +316,7 @@ class _Worker:
     fused: FusedPath | None = None  # the standard pipeline's one loop per line (see ``fused``)
 
 
-_here: dict[str, _Worker] = {}  # in a worker process: "worker" → its processors and encoders
+_here: dict[str, Worker] = {}  # in a worker process: "worker" → its processors and encoders
 
 
 def _die_with_parent(parent: int) -> None:
@@ -342,6 +342,15 @@ def _start(plan: Plan, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the process group: the bridge stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent)
+    worker = build(plan)
+    gc.freeze()  # as the bridge does (runner.py): the per-line objects hold no cycles
+    gc.set_threshold(50_000, 20, 20)
+    _here["worker"] = worker
+
+
+def build(plan: Plan) -> Worker:
+    """The processors and encoders of ``plan``, counting into a :class:`Tally` whose increments go
+    back with each result (see ``run``)."""
     metrics = Tally()
 
     def context(spec: ComponentSpec) -> Context:
@@ -357,9 +366,7 @@ def _start(plan: Plan, parent: int) -> None:
 
     processors = [spec.cls(spec.config, context(spec)) for spec in plan.processors]
     encoders = [encoder_of(spec.cls, spec.config, context(spec)) if spec else None for spec in plan.sinks]
-    gc.freeze()  # as the bridge does (runner.py): the per-line objects hold no cycles
-    gc.set_threshold(50_000, 20, 20)
-    _here["worker"] = _Worker(
+    return Worker(
         processors, encoders, metrics, whole=any(e is None for e in encoders), fused=FusedPath.of(processors, encoders)
     )
 
@@ -372,10 +379,13 @@ def encoder_of(cls: type[Sink], config: Any, context: Context) -> Callable[[], E
 
 
 def process(packed: Packed) -> WorkResult:
-    """Run in a worker: the fused path where it serves (see ``fused``), else the processors, then
-    every sink's encoder, over one batch."""
-    worker = _here["worker"]  # set by _start, the initializer of every worker process
-    packed = slots.lines_from(packed)
+    """Run in a worker: one batch, handed over through a slot or the pipe (see ``run``)."""
+    return run(_here["worker"], slots.lines_from(packed))  # _here: set by _start, every worker's initializer
+
+
+def run(worker: Worker, packed: Packed) -> WorkResult:
+    """The fused path where it serves (see ``fused``), else the processors, then every sink's
+    encoder, over one batch."""
     if worker.fused is not None:
         encodings = [make() if make is not None else None for make in worker.encoders]
         try:
@@ -387,7 +397,7 @@ def process(packed: Packed) -> WorkResult:
     return _staged(worker, packed)
 
 
-def _staged(worker: _Worker, packed: Packed) -> WorkResult:
+def _staged(worker: Worker, packed: Packed) -> WorkResult:
     """The processors, then every sink's encoder, over a batch of Records."""
     encodings = [make() if make is not None else None for make in worker.encoders]
     originals = unpack(packed)
@@ -427,7 +437,7 @@ def _staged(worker: _Worker, packed: Packed) -> WorkResult:
 
 
 def _result(
-    worker: _Worker, changes: Changes | None, full: list[tuple] | None, encodings: list, slot: str | None
+    worker: Worker, changes: Changes | None, full: list[tuple] | None, encodings: list, slot: str | None
 ) -> WorkResult:
     payloads = slots.put([encoding.payload() if encoding is not None else None for encoding in encodings], slot)
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -490,6 +500,36 @@ class Work:
     future: Future | None = None
     crashes: int = 0
     slot: slots.Slot | None = None  # holds its lines, then its payloads, until its result is collected
+    done: tuple[Sequence[Record], list | None] | None = None  # processed in the bridge: records, payloads
+
+
+class InProcess:
+    """A worker's fused path run in the bridge process itself, for a pipeline without worker
+    processes (one core, ``workers: 0``, too little memory): the same loop and the same bytes, with
+    nothing handed over. Through the stages instead, a line cost the bridge 1.2 CPU-s per 100k
+    lines against 0.8-0.9 in workers (BENCHMARKS.md, scaling).
+
+    Threading: used from the pipeline thread only."""
+
+    def __init__(self, worker: Worker, metrics: BridgeMetrics) -> None:
+        self.worker = worker
+        self.metrics = metrics
+
+    @classmethod
+    def of(cls, plan: Plan, metrics: BridgeMetrics) -> InProcess | None:
+        """None when the pipeline does not take the fused path: a sink needs whole records, or the
+        processors are not the standard set (see ``FusedPath.of``)."""
+        if any(spec is None for spec in plan.sinks):
+            return None
+        worker = build(plan)
+        return cls(worker, metrics) if worker.fused is not None else None
+
+    def process(self, lines: Lines) -> tuple[Sequence[Record], list | None]:
+        """The batch's records as the processors leave them (made only when a sink reads them), and
+        what each sink encoded in advance; the counts go to the bridge's metrics."""
+        result = run(self.worker, pack(lines))
+        add_counters(self.metrics, result.counters)
+        return result.applied(lines, whole=False), result.payloads
 
 
 class WorkerPool:

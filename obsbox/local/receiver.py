@@ -14,6 +14,7 @@ import gzip
 import os
 import socket
 import threading
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
@@ -159,6 +161,10 @@ class Receiver:
             def log_message(self, *_args: Any) -> None:
                 pass
 
+            def handle(self) -> None:
+                with contextlib.suppress(ConnectionError):  # the sender was killed mid-request: it sends again
+                    super().handle()
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 status, reply, ctype, retry_after = receiver.handle(self.path, dict(self.headers), body)
@@ -210,12 +216,13 @@ class Receiver:
                         self.refusal = None
                 self.requests.append((path, lowered, refusal.status))
                 return refusal.status, refusal.body, "text/plain", refusal.retry_after
-        if lowered.get("content-encoding") == "gzip":
-            body = gzip.decompress(body)
         try:
+            if lowered.get("content-encoding") == "gzip":
+                body = gzip.decompress(body)
             status, reply, ctype = self._decode(path, body)
-        except (PushSchemaError, ValueError) as exc:
-            status, reply, ctype = 400, str(exc).encode(), "text/plain"
+        except (PushSchemaError, ValueError, DecodeError, OSError, EOFError, zlib.error) as exc:
+            # a body that does not decode (bad gzip, not protobuf, not JSON): refused, as a real receiver does
+            status, reply, ctype = 400, f"{type(exc).__name__}: {exc}".encode(), "text/plain"
         with self.lock:
             self.requests.append((path, lowered, status))
         return status, reply, ctype, None

@@ -131,7 +131,7 @@ def batch(lines: list[bytes], rng: random.Random) -> workers.Packed:
     return workers.pack(out)
 
 
-def worker_of(tmp_path: Path, pipeline: str, fused: bool) -> workers._Worker:
+def worker_of(tmp_path: Path, pipeline: str, fused: bool) -> workers.Worker:
     """A worker's processors and encoders for the pipeline, with counts of its own."""
     processors, options = PIPELINES[pipeline]
     sinks = {
@@ -158,15 +158,11 @@ def worker_of(tmp_path: Path, pipeline: str, fused: bool) -> workers._Worker:
     ]
     path = FusedPath.of(procs, encoders) if fused else None
     assert fused == (path is not None)
-    return workers._Worker(procs, encoders, metrics, whole=False, fused=path)
+    return workers.Worker(procs, encoders, metrics, whole=False, fused=path)
 
 
-def outcome(worker: workers._Worker, packed: workers.Packed) -> tuple:
-    workers._here["worker"] = worker
-    try:
-        result = workers.process(packed)
-    finally:
-        del workers._here["worker"]
+def outcome(worker: workers.Worker, packed: workers.Packed) -> tuple:
+    result = workers.run(worker, packed)
     otlp, lines = result.payloads
     return result.changes, result.records, otlp, lines, sorted(map(repr, result.counters))
 

@@ -20,7 +20,7 @@ from obsbox.config import ConfigError
 from obsbox.exporters.bridge import config as bridge_config
 from obsbox.exporters.bridge import slots
 from obsbox.exporters.bridge.runner import PART_LINES, Bridge
-from obsbox.exporters.bridge.workers import available_cores
+from obsbox.exporters.bridge.workers import InProcess, available_cores
 from obsbox.local.receiver import Receiver
 
 SECRET = b'{"msg": "login", "password": "hunter2", "ActivityId": "7a6e3f1c-9b2d-4e8f-a1b2-c3d4e5f60718"}'
@@ -80,6 +80,21 @@ def run_once(data: dict) -> Bridge:
     return bridge
 
 
+# How a pipeline's lines are processed: workers 0 on the fused path in the bridge process, workers 0
+# through the stages (InProcess.of refusing, as for a pipeline the fused path does not take), workers 2.
+MODES = {"fused here": 0, "stages here": 0, "workers": 2}
+
+
+def run_in(mode: str, data: dict, monkeypatch: pytest.MonkeyPatch) -> Bridge:
+    with monkeypatch.context() as patch:
+        if mode == "stages here":
+            patch.setattr(InProcess, "of", classmethod(lambda _cls, _plan, _metrics: None))
+        bridge = run_once(data)
+    pipeline = bridge.pipelines[0]
+    assert (pipeline.pool is not None, pipeline.in_process is not None) == (mode == "workers", mode == "fused here")
+    return bridge
+
+
 def counters(bridge: Bridge) -> dict[str, float]:
     """Every counter sample of the bridge's registry, by name and labels."""
     return {
@@ -91,19 +106,20 @@ def counters(bridge: Bridge) -> dict[str, float]:
     }
 
 
-def test_workers_write_what_the_bridge_alone_writes_and_count_the_same(tmp_path):
+def test_workers_and_the_fused_path_write_what_the_stages_write_and_count_the_same(tmp_path, monkeypatch):
     log = tmp_path / "app.log"
     log.write_bytes(mixed_lines(5_000))
     outputs, metrics = {}, {}
-    for workers in (0, 2):
-        out = tmp_path / f"out-{workers}.jsonl"
-        bridge = run_once(config(log, tmp_path / f"state-{workers}", {"file": {"path": str(out)}}, workers))
-        assert (bridge.pipelines[0].pool is None) == (workers == 0)
-        outputs[workers], metrics[workers] = out.read_bytes(), counters(bridge)
-    assert outputs[2] == outputs[0]
-    assert b"hunter2" not in outputs[2] and outputs[2].count(b"[REDACTED]") == 5_000 // 7 + 1
-    assert metrics[2] == metrics[0]
-    assert metrics[2]["obsbox_bridge_parse_errors_total[('reason', 'invalid_utf8')]"] > 0
+    for index, (mode, workers) in enumerate(MODES.items()):
+        out = tmp_path / f"out-{index}.jsonl"
+        bridge = run_in(
+            mode, config(log, tmp_path / f"state-{index}", {"file": {"path": str(out)}}, workers), monkeypatch
+        )
+        outputs[mode], metrics[mode] = out.read_bytes(), counters(bridge)
+    assert outputs["workers"] == outputs["fused here"] == outputs["stages here"]
+    assert b"hunter2" not in outputs["workers"] and outputs["workers"].count(b"[REDACTED]") == 5_000 // 7 + 1
+    assert metrics["workers"] == metrics["fused here"] == metrics["stages here"]
+    assert metrics["workers"]["obsbox_bridge_parse_errors_total[('reason', 'invalid_utf8')]"] > 0
 
 
 def decoded(receiver: Receiver) -> list[tuple]:
@@ -125,25 +141,39 @@ def decoded(receiver: Receiver) -> list[tuple]:
 
 
 @pytest.mark.parametrize("compression", ["none", "gzip"])
-def test_otlp_requests_encoded_in_workers_decode_to_the_same_records(tmp_path, compression):
-    """Body, IDs, time, severity, service and attributes, as the bridge alone encodes them."""
+def test_otlp_requests_encoded_in_workers_decode_to_the_same_records(tmp_path, compression, monkeypatch):
+    """Body, IDs, time, severity, service and attributes, as the stages in the bridge encode them."""
     log = tmp_path / "app.log"
     log.write_bytes(mixed_lines(3_000))
     seen = {}
-    for workers in (0, 2):
+    for index, (mode, workers) in enumerate(MODES.items()):
         receiver = Receiver().start()
         try:
             sink = {"otlp": {"endpoint": receiver.url, "compression": compression}}
-            run_once(config(log, tmp_path / f"state-{workers}", sink, workers))
-            seen[workers] = decoded(receiver)
+            run_in(mode, config(log, tmp_path / f"state-{index}", sink, workers), monkeypatch)
+            seen[mode] = decoded(receiver)
             encodings = {headers.get("content-encoding") for _, headers, _ in receiver.requests}
         finally:
             receiver.stop()
         assert encodings == {"gzip" if compression == "gzip" else None}
-    assert len(seen[2]) == 3_000
-    assert seen[2] == seen[0]
-    assert {row[6] for row in seen[2]} == {"svc", "unknown_service"}
-    assert {row[4] for row in seen[2]} >= {13, 17}
+    assert len(seen["workers"]) == 3_000
+    assert seen["workers"] == seen["fused here"] == seen["stages here"]
+    assert {row[6] for row in seen["workers"]} == {"svc", "unknown_service"}
+    assert {row[4] for row in seen["workers"]} >= {13, 17}
+
+
+def test_a_pipeline_the_fused_path_does_not_take_runs_its_stages_in_the_bridge(tmp_path):
+    """A sink that needs whole records (Loki): no fused path here, and the processors are the bridge's."""
+    log = tmp_path / "app.log"
+    log.write_bytes(mixed_lines(10))
+    data = config(log, tmp_path / "state", {"loki": {"url": "http://127.0.0.1:9/loki/api/v1/push"}}, 0)
+    bridge = Bridge(bridge_config.from_data(data))
+    try:
+        pipeline = bridge.pipelines[0]
+        assert pipeline.in_process is None and pipeline.pool is None
+        assert [processor.type for processor in pipeline.processors] == ["parse", "trace", "redact"]
+    finally:
+        bridge.close()
 
 
 def first_batch(tmp_path: Path, lines: int) -> list[tuple[list[int], bool]]:
