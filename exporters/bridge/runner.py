@@ -199,10 +199,9 @@ class Pipeline:
 
     def _processed(self, work: Work, later: deque[Work]) -> tuple[Sequence[Record], list | None]:
         """The oldest batch as the processors left it, and what the sinks encoded in advance."""
-        if work.done is not None:
+        if work.done is not None:  # processed in the bridge when read (no pool)
             return work.done
-        if self.pool is None:  # pragma: no cover - a batch without a pool is processed when read
-            return work.lines.records(), None
+        assert self.pool is not None  # without a pool every batch is ``done`` when read
         result = self.pool.result(work, later)
         if result is None:  # it crashed its workers repeatedly: process it here
             return self._process(work.lines), None

@@ -220,8 +220,9 @@ class Receiver:
             if lowered.get("content-encoding") == "gzip":
                 body = gzip.decompress(body)
             status, reply, ctype = self._decode(path, body)
-        except (PushSchemaError, ValueError, DecodeError, OSError, EOFError, zlib.error) as exc:
-            # a body that does not decode (bad gzip, not protobuf, not JSON): refused, as a real receiver does
+        except (PushSchemaError, ValueError, DecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            # a body that does not decode (bad gzip, not protobuf, not JSON): refused, as a real receiver does;
+            # not an OSError of its own (writing out_dir): that is the receiver's failure, not the sender's
             status, reply, ctype = 400, f"{type(exc).__name__}: {exc}".encode(), "text/plain"
         with self.lock:
             self.requests.append((path, lowered, status))
